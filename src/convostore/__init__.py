@@ -1,0 +1,80 @@
+"""convostore: durable conversation storage for LLM agents.
+
+Every message of every conversation kept as a tree, losslessly, in SQLite or PostgreSQL; history
+read in bounded memory; old turns compacted into summaries without deleting them; full-text
+search; media stored once, out of line; a change feed.
+
+    from convostore import Sessions
+
+    with Sessions.open("chat.db") as store:
+        session = store.session()
+        session.append_message({"id": "m1", "role": "user",
+                                "parts": [{"type": "text", "text": "hi"}]})
+        for message in session.history():
+            ...
+"""
+
+from __future__ import annotations
+
+from .compaction import COMPACTION_PREFIX, create_compact_function, is_compaction_message
+from .errors import (
+    BackendError,
+    ConvostoreError,
+    InvalidMessage,
+    InvalidMessageType,
+    InvalidURL,
+    MissingDependency,
+    NoCompactionFunction,
+    SchemaTooNew,
+    StoreClosed,
+)
+from .model import (
+    UNSET,
+    AppendResult,
+    ChangeEvent,
+    CompactResult,
+    Message,
+    RecentHistory,
+    RowStat,
+    SearchResult,
+    StorageStats,
+    StoredCompaction,
+)
+from .session import Session
+from .store import SessionSummary, Sessions
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "COMPACTION_PREFIX",
+    "UNSET",
+    "AppendResult",
+    "BackendError",
+    "ChangeEvent",
+    "CompactResult",
+    "ConvostoreError",
+    "InvalidMessage",
+    "InvalidMessageType",
+    "InvalidURL",
+    "Message",
+    "MissingDependency",
+    "NoCompactionFunction",
+    "RecentHistory",
+    "RowStat",
+    "SchemaTooNew",
+    "SearchResult",
+    "Session",
+    "SessionSummary",
+    "Sessions",
+    "StorageStats",
+    "StoreClosed",
+    "StoredCompaction",
+    "create_compact_function",
+    "is_compaction_message",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = "convostore"
+del _name, _obj

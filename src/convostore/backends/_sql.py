@@ -1,0 +1,459 @@
+"""The SQL both engines share.
+
+SQLite and PostgreSQL agree on almost all of it (recursive CTEs, ``ON CONFLICT``, ``INSERT ...
+AS alias``), so it is written once here with ``?`` placeholders; an engine subclass supplies how
+a statement runs (:meth:`SqlOps._run`) and the parts that truly differ: full-text search, DDL and
+locking. Tables (all keyed by session id first, so they shard by session):
+
+- ``convostore_messages``: one row per message, content last so content-free walks never load
+  it; ``bytes`` is the stored size (continuations and referenced payloads' base64 included).
+- ``convostore_message_chunks``: continuation slices of messages above the row budget.
+- ``convostore_compactions``: overlay records.
+- ``convostore_attachments`` / ``_attachment_chunks`` / ``_attachment_refs``: payloads by hash.
+- ``convostore_session_state``: a per-session epoch bumped by every write except a plain append,
+  so derived values (the token estimate) can be memoised and checked cheaply.
+- ``convostore_meta``: the schema version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from array import array
+from typing import Any
+
+from ..codec import ROW_BUDGET
+from .base import CompactionRow, ContentRow, FtsHit, NewRow, PathArrays, PathRow, RowMeta
+
+SCHEMA_VERSION = 2
+"""The schema this version writes; opening an older database migrates it."""
+
+M = "convostore_messages"
+C = "convostore_message_chunks"
+K = "convostore_compactions"
+A = "convostore_attachments"
+AC = "convostore_attachment_chunks"
+AR = "convostore_attachment_refs"
+S = "convostore_session_state"
+
+_IN_BATCH = 500  # ids per IN (...) list, below every engine's parameter limit
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
+    for i in range(0, len(items), _IN_BATCH):
+        yield items[i : i + _IN_BATCH]
+
+
+class SqlOps:
+    """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
+
+    # Row locks that make payload collection safe against a concurrent writer re-using the
+    # payload (PostgreSQL); SQLite serialises all writers, so it needs none.
+    _FOR_SHARE = ""
+    _FOR_UPDATE = ""
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Execute ``sql`` (``?`` placeholders) and return a cursor."""
+        raise NotImplementedError
+
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self._run(sql, params).fetchall())
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row = self._run(sql, params).fetchone()
+        return None if row is None else tuple(row)
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        for row in rows:
+            self._run(sql, row)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def tail(self, session_id: str) -> tuple[str, int] | None:
+        row = self._one(
+            f"SELECT id, seq FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        )
+        return None if row is None else (row[0], row[1])
+
+    def row_meta(self, session_id: str, id: str) -> RowMeta | None:
+        row = self._one(
+            f"SELECT id, seq, parent_id, role, content_chunks, token_estimate, bytes FROM {M} "
+            "WHERE session_id = ? AND id = ?",
+            (session_id, id),
+        )
+        return None if row is None else RowMeta(*row)
+
+    def content_rows(self, session_id: str, ids: Sequence[str]) -> list[ContentRow]:
+        out: list[ContentRow] = []
+        for batch in _batches(ids):
+            out.extend(
+                ContentRow(*r)
+                for r in self._all(
+                    f"SELECT id, parent_id, seq, content, content_chunks, created_at FROM {M} "
+                    f"WHERE session_id = ? AND id IN ({_marks(len(batch))})",
+                    (session_id, *batch),
+                )
+            )
+        return out
+
+    def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]:
+        out: list[tuple[str, int, str]] = []
+        for batch in _batches(ids):
+            out.extend(
+                (r[0], r[1], r[2])
+                for r in self._all(
+                    f"SELECT id, idx, content FROM {C} "
+                    f"WHERE session_id = ? AND id IN ({_marks(len(batch))}) ORDER BY id, idx",
+                    (session_id, *batch),
+                )
+            )
+        return out
+
+    def children(self, session_id: str, parent_id: str) -> list[ContentRow]:
+        return [
+            ContentRow(*r)
+            for r in self._all(
+                f"SELECT id, parent_id, seq, content, content_chunks, created_at FROM {M} "
+                "WHERE session_id = ? AND parent_id = ? ORDER BY seq",
+                (session_id, parent_id),
+            )
+        ]
+
+    # A parent always has a lower seq than its child (it existed when the child was written,
+    # and a splice only moves a child up to an ancestor). Requiring it in the walk makes a
+    # cycle impossible even when imports name parents verbatim.
+    _WALK = (
+        "WITH RECURSIVE p(id, parent_id, seq, role, bytes, token_estimate, depth) AS ("
+        f" SELECT id, parent_id, seq, role, bytes, token_estimate, 0 FROM {M}"
+        " WHERE session_id = ? AND id = ?"
+        " UNION ALL"
+        " SELECT m.id, m.parent_id, m.seq, m.role, m.bytes, m.token_estimate, p.depth + 1"
+        f" FROM p JOIN {M} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
+        "{stop})"
+        " SELECT {cols} FROM p ORDER BY depth {order}"
+    )
+
+    def path(self, session_id: str, leaf_id: str) -> PathArrays:
+        """The path root → leaf as compact arrays (seq, bytes, token estimate); no ids, no content.
+
+        Seqs strictly increase along a path, so a position can be found by bisection.
+        """
+        sql = self._WALK.format(stop="", order="DESC", cols="seq, bytes, token_estimate")
+        out = PathArrays(array("q"), array("q"), array("q"))
+        for seq, size, tokens in self._run(sql, (session_id, leaf_id, session_id)):
+            out.seqs.append(seq)
+            out.bytes.append(size)
+            out.tokens.append(tokens)
+        return out
+
+    def path_rows(self, session_id: str, leaf_id: str) -> list[PathRow]:
+        """The path root → leaf with ids and roles (for row stats)."""
+        sql = self._WALK.format(
+            stop="", order="DESC", cols="id, parent_id, role, bytes, token_estimate, seq"
+        )
+        return [PathRow(*r) for r in self._all(sql, (session_id, leaf_id, session_id))]
+
+    def walk_up(self, session_id: str, leaf_id: str, stop_id: str, limit: int) -> list[PathRow]:
+        """Rows from ``leaf_id`` up to and including ``stop_id`` (leaf first), at most ``limit``."""
+        sql = self._WALK.format(
+            stop=" WHERE p.id <> ? AND p.depth < ?",
+            order="ASC",
+            cols="id, parent_id, role, bytes, token_estimate, seq",
+        )
+        return [
+            PathRow(*r)
+            for r in self._all(sql, (session_id, leaf_id, session_id, stop_id, limit))
+        ]
+
+    def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for batch in _batches(list(ids)):
+            for i, seq in self._all(
+                f"SELECT id, seq FROM {M} WHERE session_id = ? AND id IN ({_marks(len(batch))})",
+                (session_id, *batch),
+            ):
+                out[i] = seq
+        return out
+
+    def content_rows_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[ContentRow]:
+        out: list[ContentRow] = []
+        for i in range(0, len(seqs), _IN_BATCH):
+            batch = seqs[i : i + _IN_BATCH]
+            out.extend(
+                ContentRow(*r)
+                for r in self._all(
+                    f"SELECT id, parent_id, seq, content, content_chunks, created_at FROM {M} "
+                    f"WHERE session_id = ? AND seq IN ({_marks(len(batch))})",
+                    (session_id, *batch),
+                )
+            )
+        return out
+
+    def compactions(self, session_id: str) -> list[CompactionRow]:
+        return [
+            CompactionRow(*r)
+            for r in self._all(
+                f"SELECT id, seq, summary, from_message_id, to_message_id, created_at FROM {K} "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            )
+        ]
+
+    def epoch(self, session_id: str) -> int:
+        row = self._one(f"SELECT epoch FROM {S} WHERE session_id = ?", (session_id,))
+        return 0 if row is None else int(row[0])
+
+    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, tuple[str, int]]:
+        out: dict[str, tuple[str, int]] = {}
+        for batch in _batches(list(hashes)):
+            for h, media_type, size in self._all(
+                f"SELECT hash, media_type, bytes FROM {A} WHERE hash IN ({_marks(len(batch))})",
+                tuple(batch),
+            ):
+                out[h] = (media_type, size)
+        return out
+
+    def attachment_data(self, hashes: Sequence[str]) -> dict[str, bytes]:
+        parts: dict[str, list[bytes]] = {h: [] for h in hashes}
+        for batch in _batches(list(hashes)):
+            for h, _idx, data in self._all(
+                f"SELECT hash, idx, data FROM {AC} WHERE hash IN ({_marks(len(batch))}) "
+                "ORDER BY hash, idx",
+                tuple(batch),
+            ):
+                parts[h].append(bytes(data))
+        return {h: b"".join(chunks) for h, chunks in parts.items()}
+
+    def message_count(self, session_id: str) -> int:
+        row = self._one(f"SELECT count(*) FROM {M} WHERE session_id = ?", (session_id,))
+        return int(row[0]) if row else 0
+
+    def session_ids(self) -> list[str]:
+        return [
+            r[0] for r in self._all(f"SELECT DISTINCT session_id FROM {M} ORDER BY session_id")
+        ]
+
+    def session_summaries(self) -> list[tuple[str, int, int, int]]:
+        """(session id, messages, stored bytes, newest created_at) for every session."""
+        return [
+            (r[0], int(r[1]), int(r[2] or 0), int(r[3] or 0))
+            for r in self._all(
+                f"SELECT session_id, count(*), sum(bytes), max(created_at) FROM {M} "
+                "GROUP BY session_id ORDER BY session_id"
+            )
+        ]
+
+    def stats(self) -> dict[str, int]:
+        def count(sql: str) -> int:
+            row = self._one(sql)
+            return int(row[0] or 0) if row else 0
+
+        return {
+            "sessions": count(f"SELECT count(DISTINCT session_id) FROM {M}"),
+            "messages": count(f"SELECT count(*) FROM {M}"),
+            "continuation_rows": count(f"SELECT count(*) FROM {C}"),
+            "compactions": count(f"SELECT count(*) FROM {K}"),
+            "attachments": count(f"SELECT count(*) FROM {A}"),
+            "attachment_bytes": count(f"SELECT sum(bytes) FROM {A}"),
+            "content_bytes": count(
+                f"SELECT sum(bytes) FROM {M}"
+            ),
+        }
+
+    def scan_rows(
+        self, after: tuple[str, str] | None, limit: int
+    ) -> list[tuple[str, ContentRow, str]]:
+        """Message rows of every session in key order, after ``after``: (session, row, role)."""
+        if after is None:
+            rows = self._all(
+                f"SELECT session_id, id, parent_id, seq, content, content_chunks, created_at, "
+                f"role FROM {M} ORDER BY session_id, id LIMIT ?",
+                (limit,),
+            )
+        else:
+            rows = self._all(
+                f"SELECT session_id, id, parent_id, seq, content, content_chunks, created_at, "
+                f"role FROM {M} WHERE session_id > ? OR (session_id = ? AND id > ?) "
+                "ORDER BY session_id, id LIMIT ?",
+                (after[0], after[0], after[1], limit),
+            )
+        return [(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def insert_message(self, row: NewRow) -> None:
+        self._run(
+            f"INSERT INTO {M} (session_id, id, seq, parent_id, role, content_chunks, "
+            "token_estimate, created_at, bytes, content) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                row.session_id, row.id, row.seq, row.parent_id, row.role, row.content_chunks,
+                row.token_estimate, row.created_at, row.bytes, row.content,
+            ),
+        )
+
+    def update_message(
+        self, session_id: str, id: str, role: str, content: str, content_chunks: int,
+        token_estimate: int, bytes: int,
+    ) -> None:
+        self._run(
+            f"UPDATE {M} SET role = ?, content = ?, content_chunks = ?, token_estimate = ?, "
+            "bytes = ? WHERE session_id = ? AND id = ?",
+            (role, content, content_chunks, token_estimate, bytes, session_id, id),
+        )
+
+    def put_continuations(self, session_id: str, id: str, slices: Sequence[str]) -> None:
+        self._many(
+            f"INSERT INTO {C} (session_id, id, idx, content) VALUES (?,?,?,?) "
+            "ON CONFLICT (session_id, id, idx) DO UPDATE SET content = excluded.content",
+            ((session_id, id, i, s) for i, s in enumerate(slices, start=1)),
+        )
+
+    def delete_continuations_from(self, session_id: str, id: str, first_idx: int) -> None:
+        self._run(
+            f"DELETE FROM {C} WHERE session_id = ? AND id = ? AND idx >= ?",
+            (session_id, id, first_idx),
+        )
+
+    def set_parent(self, session_id: str, id: str, parent_id: str | None) -> None:
+        self._run(
+            f"UPDATE {M} SET parent_id = ? WHERE session_id = ? AND id = ?",
+            (parent_id, session_id, id),
+        )
+
+    def parents(self, session_id: str, ids: Sequence[str]) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for batch in _batches(ids):
+            for i, p in self._all(
+                f"SELECT id, parent_id FROM {M} WHERE session_id = ? "
+                f"AND id IN ({_marks(len(batch))})",
+                (session_id, *batch),
+            ):
+                out[i] = p
+        return out
+
+    def children_of(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for batch in _batches(ids):
+            out.extend(
+                (r[0], r[1])
+                for r in self._all(
+                    f"SELECT id, parent_id FROM {M} WHERE session_id = ? "
+                    f"AND parent_id IN ({_marks(len(batch))})",
+                    (session_id, *batch),
+                )
+            )
+        return out
+
+    def delete_messages(self, session_id: str, ids: Sequence[str]) -> None:
+        for batch in _batches(ids):
+            marks = _marks(len(batch))
+            self._run(
+                f"DELETE FROM {C} WHERE session_id = ? AND id IN ({marks})", (session_id, *batch)
+            )
+            self._run(
+                f"DELETE FROM {M} WHERE session_id = ? AND id IN ({marks})", (session_id, *batch)
+            )
+
+    def clear_session(self, session_id: str) -> None:
+        for table in (C, M, K):
+            self._run(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+
+    def insert_compaction(self, session_id: str, row: CompactionRow) -> None:
+        self._run(
+            f"INSERT INTO {K} (session_id, id, seq, summary, from_message_id, to_message_id, "
+            "created_at) VALUES (?,?,?,?,?,?,?)",
+            (
+                session_id, row.id, row.seq, row.summary, row.from_message_id,
+                row.to_message_id, row.created_at,
+            ),
+        )
+
+    def next_compaction_seq(self, session_id: str) -> int:
+        row = self._one(f"SELECT max(seq) FROM {K} WHERE session_id = ?", (session_id,))
+        return int(row[0] or 0) + 1 if row else 1
+
+    def bump_epoch(self, session_id: str) -> None:
+        self._run(
+            f"INSERT INTO {S} AS s (session_id, epoch) VALUES (?, 1) "
+            "ON CONFLICT (session_id) DO UPDATE SET epoch = s.epoch + 1",
+            (session_id,),
+        )
+
+    def store_payload(self, hash: str, data: bytes, media_type: str) -> None:
+        if self._one(f"SELECT 1 FROM {A} WHERE hash = ?{self._FOR_SHARE}", (hash,)) is not None:
+            return  # stored once; the first writer's media type stays
+        chunks = [data[i : i + ROW_BUDGET] for i in range(0, len(data), ROW_BUDGET)]
+        self._many(
+            f"INSERT INTO {AC} (hash, idx, data) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+            ((hash, i, self._blob(c)) for i, c in enumerate(chunks)),
+        )
+        self._run(
+            f"INSERT INTO {A} (hash, bytes, media_type, chunks) VALUES (?,?,?,?) "
+            "ON CONFLICT DO NOTHING",
+            (hash, len(data), media_type, len(chunks)),
+        )
+
+    def _blob(self, data: bytes) -> Any:
+        return data
+
+    def refs_of(self, session_id: str, message_id: str) -> set[str]:
+        return {
+            r[0]
+            for r in self._all(
+                f"SELECT hash FROM {AR} WHERE session_id = ? AND message_id = ?",
+                (session_id, message_id),
+            )
+        }
+
+    def add_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
+        self._many(
+            f"INSERT INTO {AR} (session_id, message_id, hash) VALUES (?,?,?) "
+            "ON CONFLICT DO NOTHING",
+            ((session_id, message_id, h) for h in hashes),
+        )
+
+    def drop_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
+        self._many(
+            f"DELETE FROM {AR} WHERE session_id = ? AND message_id = ? AND hash = ?",
+            ((session_id, message_id, h) for h in hashes),
+        )
+
+    def drop_message_refs(self, session_id: str, ids: Sequence[str]) -> set[str]:
+        dropped: set[str] = set()
+        for batch in _batches(ids):
+            marks = _marks(len(batch))
+            dropped.update(
+                r[0]
+                for r in self._all(
+                    f"SELECT hash FROM {AR} WHERE session_id = ? AND message_id IN ({marks})",
+                    (session_id, *batch),
+                )
+            )
+            self._run(
+                f"DELETE FROM {AR} WHERE session_id = ? AND message_id IN ({marks})",
+                (session_id, *batch),
+            )
+        return dropped
+
+    def drop_session_refs(self, session_id: str) -> set[str]:
+        dropped = {
+            r[0]
+            for r in self._all(
+                f"SELECT DISTINCT hash FROM {AR} WHERE session_id = ?", (session_id,)
+            )
+        }
+        self._run(f"DELETE FROM {AR} WHERE session_id = ?", (session_id,))
+        return dropped
+
+    def collect(self, hashes: Iterable[str]) -> None:
+        """Delete payloads that no reference anywhere still points to."""
+        for h in sorted(hashes):
+            if self._one(f"SELECT 1 FROM {A} WHERE hash = ?{self._FOR_UPDATE}", (h,)) is None:
+                continue
+            if self._one(f"SELECT 1 FROM {AR} WHERE hash = ? LIMIT 1", (h,)) is None:
+                self._run(f"DELETE FROM {AC} WHERE hash = ?", (h,))
+                self._run(f"DELETE FROM {A} WHERE hash = ?", (h,))

@@ -1,0 +1,206 @@
+"""What a storage engine must offer: a narrow set of SQL operations, and transactions around them.
+
+A backend knows its engine and SQL, nothing about messages: the behaviour (parent resolution,
+splicing, overlays, attachments, budgets) lives in :mod:`convostore.session`, written once.
+
+- :class:`Backend` opens :meth:`~Backend.read` and :meth:`~Backend.write` scopes. A write scope is
+  one transaction that also serialises writers of the same session (SQLite: ``BEGIN IMMEDIATE``;
+  PostgreSQL: a transaction-scoped advisory lock on the session id), so the next ``seq`` and the
+  active leaf can be derived from rows inside it.
+- :class:`Ops` is what a scope yields: the operations themselves.
+- :class:`AttachmentStore` is the small interface of an out-of-line payload store (a directory,
+  or anything with the same methods).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class RowMeta:
+    """A message row without its content."""
+
+    id: str
+    seq: int
+    parent_id: str | None
+    role: str
+    content_chunks: int
+    token_estimate: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class PathRow:
+    """One row of a content-free path walk."""
+
+    id: str
+    parent_id: str | None
+    role: str
+    bytes: int
+    token_estimate: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class PathArrays:
+    """A path root → leaf held compactly: three parallel arrays of 8-byte integers.
+
+    A full read of a 100,000-message branch keeps this (2.4 MB) and one window, nothing more.
+    """
+
+    seqs: array[int]
+    bytes: array[int]
+    tokens: array[int]
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+@dataclass(frozen=True)
+class ContentRow:
+    """A message row's first slice and how many continuation rows follow it."""
+
+    id: str
+    parent_id: str | None
+    seq: int
+    content: str
+    content_chunks: int
+    created_at: int
+
+
+@dataclass(frozen=True)
+class CompactionRow:
+    """A stored compaction record."""
+
+    id: str
+    seq: int
+    summary: str
+    from_message_id: str
+    to_message_id: str
+    created_at: int
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """Everything a message insert writes into the message row."""
+
+    session_id: str
+    id: str
+    seq: int
+    parent_id: str | None
+    role: str
+    content: str
+    content_chunks: int
+    token_estimate: int
+    created_at: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class FtsHit:
+    """A full-text hit as the engine ranks it (best first)."""
+
+    session_id: str
+    id: str
+    role: str
+    content: str
+    created_at: int
+
+
+class Ops(Protocol):
+    """The operations available inside a read or write scope."""
+
+    # -- reads ---------------------------------------------------------------------------------
+    def tail(self, session_id: str) -> tuple[str, int] | None: ...
+    def row_meta(self, session_id: str, id: str) -> RowMeta | None: ...
+    def content_rows(self, session_id: str, ids: Sequence[str]) -> list[ContentRow]: ...
+    def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]: ...
+    def children(self, session_id: str, parent_id: str) -> list[ContentRow]: ...
+    def path(self, session_id: str, leaf_id: str) -> PathArrays: ...
+    def path_rows(self, session_id: str, leaf_id: str) -> list[PathRow]: ...
+    def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]: ...
+    def content_rows_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[ContentRow]: ...
+    def session_summaries(self) -> list[tuple[str, int, int, int]]: ...
+    def walk_up(
+        self, session_id: str, leaf_id: str, stop_id: str, limit: int
+    ) -> list[PathRow]: ...
+    def compactions(self, session_id: str) -> list[CompactionRow]: ...
+    def epoch(self, session_id: str) -> int: ...
+    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, tuple[str, int]]: ...
+    def attachment_data(self, hashes: Sequence[str]) -> dict[str, bytes]: ...
+    def message_count(self, session_id: str) -> int: ...
+    def session_ids(self) -> list[str]: ...
+    def stats(self) -> dict[str, int]: ...
+    def scan_rows(self, after: tuple[str, str] | None, limit: int) -> list[tuple[str, ContentRow, str]]: ...
+
+    # -- full-text index -----------------------------------------------------------------------
+    def fts_exists(self) -> bool: ...
+    def fts_create(self) -> None: ...
+    def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None: ...
+    def fts_delete(self, session_id: str, ids: Sequence[str]) -> None: ...
+    def fts_clear(self, session_id: str) -> None: ...
+    def fts_search(
+        self, query: str, session_id: str | None, limit: int, all_words: bool
+    ) -> list[FtsHit]: ...
+
+    # -- writes --------------------------------------------------------------------------------
+    def insert_message(self, row: NewRow) -> None: ...
+    def update_message(
+        self, session_id: str, id: str, role: str, content: str, content_chunks: int,
+        token_estimate: int, bytes: int,
+    ) -> None: ...
+    def put_continuations(self, session_id: str, id: str, slices: Sequence[str]) -> None: ...
+    def delete_continuations_from(self, session_id: str, id: str, first_idx: int) -> None: ...
+    def set_parent(self, session_id: str, id: str, parent_id: str | None) -> None: ...
+    def parents(self, session_id: str, ids: Sequence[str]) -> dict[str, str | None]: ...
+    def children_of(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, str]]: ...
+    def delete_messages(self, session_id: str, ids: Sequence[str]) -> None: ...
+    def clear_session(self, session_id: str) -> None: ...
+    def insert_compaction(self, session_id: str, row: CompactionRow) -> None: ...
+    def next_compaction_seq(self, session_id: str) -> int: ...
+    def bump_epoch(self, session_id: str) -> None: ...
+    def store_payload(self, hash: str, data: bytes, media_type: str) -> None: ...
+    def refs_of(self, session_id: str, message_id: str) -> set[str]: ...
+    def add_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None: ...
+    def drop_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None: ...
+    def drop_message_refs(self, session_id: str, ids: Sequence[str]) -> set[str]: ...
+    def drop_session_refs(self, session_id: str) -> set[str]: ...
+    def collect(self, hashes: Iterable[str]) -> None: ...
+
+
+class Backend(Protocol):
+    """A storage engine: opens scopes over its connection(s)."""
+
+    url: str
+    """The URL (or path) the store was opened with, passwords removed."""
+
+    def read(self) -> AbstractContextManager[Ops]:
+        """A scope for reads; not necessarily a transaction."""
+        ...
+
+    def write(self, session_id: str | None) -> AbstractContextManager[Ops]:
+        """One transaction that serialises writers of ``session_id`` (all sessions if None)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; later scopes raise :class:`~convostore.errors.StoreClosed`."""
+        ...
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """Names of optional abilities (e.g. ``shared_across_processes``) for tests and users."""
+        ...
+
+
+class AttachmentStore(Protocol):
+    """A place for large payloads addressed by key (a directory, or anything alike)."""
+
+    def get(self, key: str) -> bytes | None: ...
+    def put(self, key: str, data: bytes) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def keys(self) -> Iterator[str]: ...

@@ -1,0 +1,292 @@
+"""The SQLite engine: one connection per store, WAL, ``BEGIN IMMEDIATE`` writes, FTS5 search.
+
+One connection is shared by every thread of the store behind a re-entrant lock (a ``:memory:``
+database exists only inside its connection, and SQLite serialises writers anyway). Several
+processes may open one file: ``BEGIN IMMEDIATE`` takes the write lock before anything is read,
+so each write transaction sees the rows every earlier writer committed, and the busy timeout
+makes a writer wait its turn instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from ..errors import BackendError, SchemaTooNew, StoreClosed
+from ._sql import AR, SCHEMA_VERSION, M, S, SqlOps
+from .base import FtsHit
+
+FTS = "convostore_fts"
+
+# Each step brings a database from the version before it to its own number (index + 1).
+_MIGRATIONS: list[list[str]] = [
+    [
+        f"""CREATE TABLE IF NOT EXISTS {M} (
+            rid INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            parent_id TEXT,
+            role TEXT NOT NULL,
+            content_chunks INTEGER NOT NULL DEFAULT 0,
+            token_estimate INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,
+            bytes INTEGER NOT NULL DEFAULT 0,
+            content TEXT NOT NULL,
+            UNIQUE (session_id, id)
+        )""",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS convostore_messages_seq ON {M} (session_id, seq)",
+        f"CREATE INDEX IF NOT EXISTS convostore_messages_parent ON {M} (session_id, parent_id)",
+        """CREATE TABLE IF NOT EXISTS convostore_message_chunks (
+            session_id TEXT NOT NULL, id TEXT NOT NULL, idx INTEGER NOT NULL,
+            content TEXT NOT NULL, PRIMARY KEY (session_id, id, idx)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE IF NOT EXISTS convostore_compactions (
+            session_id TEXT NOT NULL, id TEXT NOT NULL, seq INTEGER NOT NULL,
+            summary TEXT NOT NULL, from_message_id TEXT NOT NULL, to_message_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL, PRIMARY KEY (session_id, id)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE IF NOT EXISTS convostore_attachments (
+            hash TEXT PRIMARY KEY, bytes INTEGER NOT NULL, media_type TEXT NOT NULL,
+            chunks INTEGER NOT NULL
+        ) WITHOUT ROWID""",
+        """CREATE TABLE IF NOT EXISTS convostore_attachment_chunks (
+            hash TEXT NOT NULL, idx INTEGER NOT NULL, data BLOB NOT NULL,
+            PRIMARY KEY (hash, idx)
+        )""",
+        """CREATE TABLE IF NOT EXISTS convostore_attachment_refs (
+            session_id TEXT NOT NULL, message_id TEXT NOT NULL, hash TEXT NOT NULL,
+            PRIMARY KEY (session_id, message_id, hash)
+        ) WITHOUT ROWID""",
+    ],
+    [
+        f"""CREATE TABLE IF NOT EXISTS {S} (
+            session_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL
+        ) WITHOUT ROWID""",
+        f"CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash ON {AR} (hash)",
+    ],
+]
+assert len(_MIGRATIONS) == SCHEMA_VERSION
+
+_META = "CREATE TABLE IF NOT EXISTS convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+class SqliteOps(SqlOps):
+    """:class:`~convostore.backends._sql.SqlOps` over a :mod:`sqlite3` connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql, params)
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+    # -- full-text index (FTS5; the row id is the message row's ``rid``) ------------------------
+
+    def fts_exists(self) -> bool:
+        return (
+            self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS,))
+            is not None
+        )
+
+    def fts_create(self) -> None:
+        self._run(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS} USING fts5("
+            "session_id UNINDEXED, id UNINDEXED, role UNINDEXED, content, "
+            "tokenize = 'porter unicode61')"
+        )
+
+    def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
+        self._many(
+            f"INSERT OR REPLACE INTO {FTS} (rowid, session_id, id, role, content) "
+            f"SELECT rid, session_id, id, ?, ? FROM {M} WHERE session_id = ? AND id = ?",
+            ((role, text, sid, mid) for sid, mid, role, text in rows),
+        )
+
+    def fts_delete(self, session_id: str, ids: Sequence[str]) -> None:
+        for i in range(0, len(ids), 500):
+            batch = ids[i : i + 500]
+            self._run(
+                f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {M} WHERE session_id = ? "
+                f"AND id IN ({','.join('?' * len(batch))}))",
+                (session_id, *batch),
+            )
+
+    def fts_clear(self, session_id: str) -> None:
+        self._run(
+            f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {M} WHERE session_id = ?)",
+            (session_id,),
+        )
+
+    def fts_search(
+        self, query: str, session_id: str | None, limit: int, all_words: bool
+    ) -> list[FtsHit]:
+        if all_words:
+            words = [w for w in query.split() if _has_token(w)]
+            match = " ".join(_phrase(w) for w in words)
+        else:
+            match = _phrase(query)
+        if not match:
+            return []
+        sql = (
+            f"SELECT m.session_id, m.id, m.role, f.content, m.created_at FROM {FTS} f "
+            f"JOIN {M} m ON m.rid = f.rowid AND m.session_id = f.session_id AND m.id = f.id "
+            f"WHERE {FTS} MATCH ?"
+        )
+        params: list[Any] = [match]
+        if session_id is not None:
+            sql += " AND f.session_id = ?"
+            params.append(session_id)
+        sql += " ORDER BY f.rank LIMIT ?"
+        params.append(limit)
+        try:
+            rows = self._all(sql, params)
+        except sqlite3.OperationalError:
+            return []  # a query FTS5 cannot parse finds nothing rather than failing the caller
+        return [FtsHit(*r) for r in rows]
+
+
+_TOKEN_RE = re.compile(r"\w")
+
+
+def _has_token(text: str) -> bool:
+    return bool(_TOKEN_RE.search(text))
+
+
+def _phrase(text: str) -> str:
+    """One FTS5 phrase: operators and quotes inside become literal words."""
+    return '"' + text.replace('"', '""') + '"' if _has_token(text) else ""
+
+
+class SqliteBackend:
+    """A SQLite database file (or ``:memory:``) as a convostore backend.
+
+    :param path: the database file, or ``":memory:"``.
+    :param durability: ``"normal"`` (WAL, synchronous=NORMAL: a committed write survives a crash
+        of the process, the last ones may be lost to a power cut) or ``"full"`` (fsync at every
+        commit).
+    :param busy_timeout: seconds a writer waits for another process's write lock.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        durability: Literal["normal", "full"] = "normal",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        self.path = path
+        self.url = path
+        self.memory = path == ":memory:" or path == ""
+        if not self.memory:
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise BackendError(f"cannot open {path!r}: directory {parent!r} does not exist")
+        try:
+            self._conn = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+            )
+        except sqlite3.Error as exc:
+            raise BackendError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._closed = False
+        self._ops = SqliteOps(self._conn)
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if not self.memory:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute(
+                f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
+            )
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise BackendError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """``shared_across_processes`` for a file; nothing extra for ``:memory:``."""
+        return frozenset() if self.memory else frozenset({"shared_across_processes"})
+
+    def _migrate(self) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(_META)
+            row = conn.execute(
+                "SELECT value FROM convostore_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(version, SCHEMA_VERSION)
+            for step in _MIGRATIONS[version:]:
+                for sql in step:
+                    conn.execute(sql)
+            if version != SCHEMA_VERSION:
+                conn.execute(
+                    "INSERT INTO convostore_meta (key, value) VALUES ('schema_version', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    @contextmanager
+    def read(self) -> Iterator[SqliteOps]:
+        """A read scope (autocommit statements under the store's lock)."""
+        with self._lock:
+            self._check()
+            try:
+                yield self._ops
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite read failed: {exc}") from exc
+
+    @contextmanager
+    def write(self, session_id: str | None) -> Iterator[SqliteOps]:
+        """One ``BEGIN IMMEDIATE`` transaction; rolled back if the body raises."""
+        with self._lock:
+            self._check()
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite could not start a write: {exc}") from exc
+            try:
+                yield self._ops
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise BackendError(f"SQLite write failed: {exc}") from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise BackendError(f"SQLite commit failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()

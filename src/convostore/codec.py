@@ -1,0 +1,456 @@
+"""How a message becomes stored text, and back.
+
+Everything here is pure and engine-agnostic: validating input, the compact JSON form we store,
+provider-metadata sanitising (behaviour.md §2.2), reserved-key stripping (§2.3), cutting stored
+text into row-sized slices on code-point boundaries (§3), and moving inline media out of a message
+and back in (§4).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidMessage, InvalidMessageType
+from .model import Message
+
+ROW_BUDGET = 1536 * 1024
+"""Most UTF-8 bytes of stored JSON one row holds; longer messages use continuation rows."""
+
+POINTER_PREFIX = "attachment:sha256:"
+"""Stored in place of an inline media payload, followed by the payload's SHA-256 in hex."""
+
+MAX_ATTACHMENT_DEPTH = 8
+"""How deep into ``parts`` the attachment walk looks (the parts list is depth 0)."""
+
+_POINTER_RE = re.compile(r"attachment:sha256:[0-9a-f]{64}\Z")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_B64_RE = re.compile(r"[A-Za-z0-9+/]*\Z")
+_B64_WS = str.maketrans("", "", "\t\n\f\r ")
+
+
+# --- validation and JSON text ----------------------------------------------------------------
+
+
+def new_message_id() -> str:
+    """A fresh random message id."""
+    return uuid.uuid4().hex
+
+
+def validate_message(message: object) -> Message:
+    """Check the shape of an incoming message and return it as a ``dict``.
+
+    A missing ``id`` is generated (the returned dict is then a copy). Raises
+    :class:`InvalidMessageType` when the message is not a mapping, ``id`` or ``role`` is not a
+    string, or ``parts`` is not a list; :class:`InvalidMessage` for an empty role.
+    """
+    if not isinstance(message, Mapping):
+        raise InvalidMessageType("message", f"expected a mapping, got {type(message).__name__}")
+    msg: Message = message if isinstance(message, dict) else dict(message)
+    if "id" not in msg or msg["id"] is None:
+        msg = {"id": new_message_id(), **{k: v for k, v in msg.items() if k != "id"}}
+    mid = msg["id"]
+    if not isinstance(mid, str):
+        raise InvalidMessageType("id", f"expected a string, got {type(mid).__name__}")
+    if mid == "":
+        raise InvalidMessage("id", "must not be empty")
+    role = msg.get("role")
+    if not isinstance(role, str):
+        raise InvalidMessageType("role", f"expected a string, got {type(role).__name__}")
+    if "parts" not in msg:
+        raise InvalidMessageType("parts", "missing; expected a list")
+    if not isinstance(msg["parts"], list):
+        raise InvalidMessageType("parts", f"expected a list, got {type(msg['parts']).__name__}")
+    return msg
+
+
+def dumps(value: Any) -> str:
+    """The stored text of a JSON value: compact, UTF-8, keys in their order.
+
+    A lone surrogate is written as its ``\\uXXXX`` escape so the text is valid UTF-8 and reads
+    back as the same string. Raises :class:`InvalidMessage` naming the first field JSON cannot
+    hold (NaN, infinity, bytes, sets, arbitrary objects, non-string keys).
+    """
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        field, problem = _find_bad_value(value, "")
+        raise InvalidMessage(field or "message", problem) from exc
+    if not text.isascii() and _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def loads(text: str) -> Any:
+    """Parse stored text (the inverse of :func:`dumps`)."""
+    return json.loads(text)
+
+
+def _find_bad_value(value: Any, path: str) -> tuple[str, str]:
+    if value is None or isinstance(value, (str, bool, int)):
+        return "", ""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return "", ""
+        return path, f"{value!r} is not a JSON number"
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return path or "message", f"key {k!r} is not a string"
+            found = _find_bad_value(v, f"{path}.{k}" if path else k)
+            if found[0]:
+                return found
+        return "", ""
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_bad_value(v, f"{path}[{i}]")
+            if found[0]:
+                return found
+        return "", ""
+    return path or "message", f"a {type(value).__name__} value cannot be stored as JSON"
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 length of stored text (which :func:`dumps` guarantees encodable)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def split_content(text: str, budget: int = ROW_BUDGET) -> list[str]:
+    """Cut stored text into slices of at most ``budget`` UTF-8 bytes, on code-point boundaries.
+
+    ``""`` gives ``[""]``; joining the slices gives back ``text`` exactly.
+    """
+    if text.isascii():
+        if len(text) <= budget:
+            return [text]
+        return [text[i : i + budget] for i in range(0, len(text), budget)]
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= budget:
+        return [text]
+    slices: list[str] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        end = min(pos + budget, n)
+        while end < n and (data[end] & 0xC0) == 0x80:
+            end -= 1
+        slices.append(data[pos:end].decode("utf-8", "surrogatepass"))
+        pos = end
+    return slices
+
+
+# --- sanitising (§2.2, §2.3) ------------------------------------------------------------------
+
+_OPENAI_DROPPED = ("itemId", "reasoningEncryptedContent")
+
+
+def sanitize_message(message: Message) -> Message:
+    """Drop OpenAI item ids and encrypted reasoning from part metadata, and blank reasoning parts.
+
+    Returns a new message with a new ``parts`` list; the input is not changed.
+    """
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return message
+    new_parts: list[Any] = []
+    for part in parts:
+        if isinstance(part, dict):
+            part = _sanitize_part(part)
+            if part is None:
+                continue
+        new_parts.append(part)
+    out = dict(message)
+    out["parts"] = new_parts
+    return out
+
+
+def _sanitize_part(part: dict[str, Any]) -> dict[str, Any] | None:
+    for key in ("providerMetadata", "callProviderMetadata"):
+        meta = part.get(key)
+        if isinstance(meta, dict) and isinstance(meta.get("openai"), dict):
+            openai = meta["openai"]
+            if any(k in openai for k in _OPENAI_DROPPED):
+                openai = {k: v for k, v in openai.items() if k not in _OPENAI_DROPPED}
+                meta = dict(meta)
+                if openai:
+                    meta["openai"] = openai
+                else:
+                    del meta["openai"]
+                part = dict(part)
+                if meta:
+                    part[key] = meta
+                else:
+                    del part[key]
+    if part.get("type") == "reasoning":
+        text = part.get("text")
+        meta = part.get("providerMetadata")
+        blank = not isinstance(text, str) or not text.strip()
+        if blank and (meta is None or (isinstance(meta, dict) and not meta)):
+            return None
+    return part
+
+
+def strip_reserved_metadata(message: Message, keys: Iterable[str]) -> Message:
+    """Remove reserved keys from ``message["metadata"]`` (for untrusted, client-sourced writes).
+
+    The message is returned unchanged when none is present; an emptied ``metadata`` is removed.
+    """
+    meta = message.get("metadata")
+    if not isinstance(meta, dict):
+        return message
+    present = [k for k in keys if k in meta]
+    if not present:
+        return message
+    meta = {k: v for k, v in meta.items() if k not in present}
+    out = dict(message)
+    if meta:
+        out["metadata"] = meta
+    else:
+        del out["metadata"]
+    return out
+
+
+# --- attachments (§4) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Decoded media moved out of a message, addressed by the SHA-256 of its bytes."""
+
+    hash: str
+    data: bytes
+    media_type: str
+
+
+def pointer_for(digest: str) -> str:
+    """The pointer string stored in place of a payload."""
+    return POINTER_PREFIX + digest
+
+
+def is_pointer(value: object) -> bool:
+    """True for a well-formed ``attachment:sha256:<64 hex>`` string."""
+    return isinstance(value, str) and value.startswith(POINTER_PREFIX) and bool(
+        _POINTER_RE.match(value)
+    )
+
+
+def _decode_base64(payload: str) -> bytes | None:
+    """Decode base64 only when re-encoding gives back the same text, so reads stay lossless."""
+    if len(payload) % 4 != 0:
+        return None
+    body = payload.rstrip("=")
+    if len(payload) - len(body) > 2 or not _B64_RE.match(body):
+        return None
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return data
+
+
+def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str] | None:
+    """If ``obj`` carries inline media, return (field, decoded bytes, media type)."""
+    url = obj.get("url")
+    declared = obj.get("mediaType")
+    if isinstance(url, str):
+        if not url.startswith("data:"):
+            return None
+        comma = url.find(",")
+        if comma < 0:
+            return None
+        header = url[5:comma]
+        if not header.endswith(";base64"):
+            return None
+        header_type = header[: -len(";base64")]
+        if isinstance(declared, str):
+            if header_type != declared:
+                return None  # the header could not be rebuilt from the part: keep it inline
+            media_type = declared
+        else:
+            media_type = header_type or "application/octet-stream"
+            if media_type != header_type:
+                return None
+        if media_type.startswith("text/"):
+            return None
+        data = _decode_base64(url[comma + 1 :])
+        return None if data is None else ("url", data, media_type)
+    if isinstance(declared, str) and not declared.startswith("text/"):
+        raw = obj.get("data")
+        if isinstance(raw, str) and not is_pointer(raw):
+            data = _decode_base64(raw)
+            return None if data is None else ("data", data, declared)
+    return None
+
+
+def extract_attachments(message: Message) -> tuple[Message, list[Payload], list[str]]:
+    """Move inline media out of ``message["parts"]``.
+
+    Returns the stored form (the input object itself when nothing changed), the payloads to store
+    (distinct, in encounter order) and every hash the stored form points to, including pointers
+    that were already there (a message written back keeps its reference).
+    """
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return message, [], []
+    payloads: dict[str, Payload] = {}
+    pointers: dict[str, None] = {}
+    new_parts = _extract_walk(parts, 0, payloads, pointers)
+    if new_parts is parts:
+        return message, [], list(pointers)
+    out = dict(message)
+    out["parts"] = new_parts
+    return out, list(payloads.values()), list(pointers)
+
+
+def _extract_walk(
+    value: Any, depth: int, payloads: dict[str, Payload], pointers: dict[str, None]
+) -> Any:
+    if depth > MAX_ATTACHMENT_DEPTH:
+        return value
+    if isinstance(value, list):
+        changed = False
+        items = []
+        for item in value:
+            new = _extract_walk(item, depth + 1, payloads, pointers)
+            changed = changed or new is not item
+            items.append(new)
+        return items if changed else value
+    if isinstance(value, dict):
+        for key in ("url", "data"):
+            v = value.get(key)
+            if isinstance(v, str) and v.startswith(POINTER_PREFIX) and is_pointer(v):
+                pointers.setdefault(v[len(POINTER_PREFIX) :], None)
+                return value
+        found = _carrier(value)
+        if found is not None:
+            field, data, media_type = found
+            digest = hashlib.sha256(data).hexdigest()
+            payloads.setdefault(digest, Payload(digest, data, media_type))
+            pointers.setdefault(digest, None)
+            out = dict(value)
+            out[field] = pointer_for(digest)
+            return out
+        changed = False
+        new_obj: dict[str, Any] = {}
+        for k, v in value.items():
+            new = _extract_walk(v, depth + 1, payloads, pointers)
+            changed = changed or new is not v
+            new_obj[k] = new
+        return new_obj if changed else value
+    return value
+
+
+def pointer_hashes(message: Message) -> list[str]:
+    """Every payload hash the stored form of ``message`` points to (same depth-limited walk)."""
+    parts = message.get("parts")
+    pointers: dict[str, None] = {}
+    if isinstance(parts, list):
+        _pointer_walk(parts, 0, pointers)
+    return list(pointers)
+
+
+def _pointer_walk(value: Any, depth: int, pointers: dict[str, None]) -> None:
+    if depth > MAX_ATTACHMENT_DEPTH:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _pointer_walk(item, depth + 1, pointers)
+    elif isinstance(value, dict):
+        for key in ("url", "data"):
+            v = value.get(key)
+            if isinstance(v, str) and is_pointer(v):
+                pointers.setdefault(v[len(POINTER_PREFIX) :], None)
+                return
+        for v in value.values():
+            _pointer_walk(v, depth + 1, pointers)
+
+
+def resolve_attachments(
+    message: Message, lookup: Mapping[str, tuple[str, bytes]]
+) -> Message:
+    """Put payloads back where the stored form has pointers (the inverse of extraction).
+
+    ``lookup`` maps a hash to ``(media_type, data)``; a pointer whose payload is missing stays.
+    """
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return message
+    new_parts = _resolve_walk(parts, 0, lookup)
+    if new_parts is parts:
+        return message
+    out = dict(message)
+    out["parts"] = new_parts
+    return out
+
+
+def _resolve_walk(value: Any, depth: int, lookup: Mapping[str, tuple[str, bytes]]) -> Any:
+    if depth > MAX_ATTACHMENT_DEPTH:
+        return value
+    if isinstance(value, list):
+        changed = False
+        items = []
+        for item in value:
+            new = _resolve_walk(item, depth + 1, lookup)
+            changed = changed or new is not item
+            items.append(new)
+        return items if changed else value
+    if isinstance(value, dict):
+        for key in ("url", "data"):
+            v = value.get(key)
+            if isinstance(v, str) and is_pointer(v):
+                found = lookup.get(v[len(POINTER_PREFIX) :])
+                if found is None:
+                    return value
+                stored_type, data = found
+                b64 = base64.b64encode(data).decode("ascii")
+                out = dict(value)
+                if key == "url":
+                    declared = value.get("mediaType")
+                    media_type = declared if isinstance(declared, str) else stored_type
+                    out[key] = f"data:{media_type};base64,{b64}"
+                else:
+                    out[key] = b64
+                return out
+        changed = False
+        new_obj: dict[str, Any] = {}
+        for k, v in value.items():
+            new = _resolve_walk(v, depth + 1, lookup)
+            changed = changed or new is not v
+            new_obj[k] = new
+        return new_obj if changed else value
+    return value
+
+
+def base64_len(byte_count: int) -> int:
+    """Length of the base64 text of ``byte_count`` bytes: what a read of the payload costs."""
+    return (byte_count + 2) // 3 * 4
+
+
+def message_text(message: Message) -> str:
+    """The searchable text of a message: its ``text`` parts joined by one space (§8.1)."""
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return ""
+    texts = [
+        p.get("text") if isinstance(p.get("text"), str) else ""
+        for p in parts
+        if isinstance(p, dict) and p.get("type") == "text"
+    ]
+    return " ".join(t for t in texts if t)
+
+
+def is_valid_stored(value: object) -> bool:
+    """A stored row is readable when it parses to an object with str id, str role, list parts."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("role"), str)
+        and isinstance(value.get("parts"), list)
+    )

@@ -1,0 +1,89 @@
+"""The exceptions convostore raises.
+
+Every error derives from :class:`ConvostoreError`, so one ``except`` catches them all::
+
+    ConvostoreError
+    ├── InvalidMessage(ValueError)       a value JSON can't hold, a bad shape; .field names it
+    ├── InvalidMessageType(TypeError)    id/role not str, parts not a list; .field names it
+    ├── InvalidURL(ValueError)           Sessions.open can't tell which backend to use
+    ├── MissingDependency(ImportError)   a postgres URL without the [postgres] extra
+    ├── StoreClosed                      a store or handle used after close()
+    ├── SchemaTooNew                     a database written by a newer convostore
+    ├── NoCompactionFunction             compact() before on_compaction()
+    └── BackendError                     an engine failure; the driver's exception is __cause__
+
+Validation happens before any transaction opens, so a rejected write leaves nothing behind.
+Every class keeps its constructor arguments in ``args``, so errors pickle across processes.
+"""
+
+from __future__ import annotations
+
+
+class ConvostoreError(Exception):
+    """Base class of every error convostore raises."""
+
+
+class InvalidMessage(ConvostoreError, ValueError):
+    """A message was rejected before anything was written: a value JSON cannot hold, or a bad shape.
+
+    ``field`` is a path into the message such as ``parts[0].text``.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(field, problem)
+        self.field = field
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"message field {self.field!r}: {self.problem}"
+
+
+class InvalidMessageType(ConvostoreError, TypeError):
+    """A message (or one of its required fields) has the wrong type; nothing was written."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(field, problem)
+        self.field = field
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"message field {self.field!r}: {self.problem}"
+
+
+class InvalidURL(ConvostoreError, ValueError):
+    """:meth:`Sessions.open` was given a URL or path it cannot open."""
+
+
+class MissingDependency(ConvostoreError, ImportError):
+    """An optional dependency is needed; the message says which extra to install."""
+
+
+class StoreClosed(ConvostoreError):
+    """A store, or a session handle of it, was used after ``close()``."""
+
+
+class SchemaTooNew(ConvostoreError):
+    """The database was written by a newer convostore whose schema this version cannot read."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(found, supported)
+        self.found = found
+        self.supported = supported
+
+    def __str__(self) -> str:
+        return (
+            f"database schema version {self.found} is newer than this convostore supports "
+            f"({self.supported}); upgrade convostore to open it"
+        )
+
+
+class NoCompactionFunction(ConvostoreError):
+    """:meth:`Session.compact` was called before a function was registered."""
+
+    def __init__(self, message: str = "No compaction function registered. "
+                 "Call on_compaction() first.") -> None:
+        super().__init__(message)
+
+
+class BackendError(ConvostoreError):
+    """The storage engine failed; the driver's exception is ``__cause__``."""

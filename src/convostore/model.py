@@ -1,0 +1,153 @@
+"""Result and event types shared by every backend and by the sync and async APIs.
+
+Messages themselves stay plain ``dict`` objects (the store promises that what goes in comes
+back equal, key order included); :data:`Message` is only an alias for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Message = dict[str, Any]
+"""A UIMessage-shaped JSON object: ``id``, ``role``, ``parts`` and optional ``metadata``."""
+
+Source = Literal["server", "client"]
+"""Who produced a write: ``"client"`` input is untrusted and loses reserved metadata keys."""
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What :meth:`Session.append_message` and :meth:`Session.upsert_message` return.
+
+    ``inserted`` is False when a message with that id already existed; ``message`` is then the
+    stored message (the incoming content is ignored), otherwise the prepared stored form.
+    """
+
+    inserted: bool
+    message: Message
+
+
+@dataclass(frozen=True)
+class RowStat:
+    """One stored row of a path, measured without reading its content.
+
+    ``bytes`` counts the row, its continuation rows and the base64 length of every attachment
+    the message references; ``token_estimate`` is the estimate stamped when it was written.
+    """
+
+    id: str
+    role: str
+    bytes: int
+    token_estimate: int
+
+
+@dataclass(frozen=True)
+class RecentHistory:
+    """The result of :meth:`Session.get_recent_history`."""
+
+    messages: list[Message]
+    truncated: bool
+    total_content_bytes: int
+
+
+@dataclass(frozen=True)
+class StoredCompaction:
+    """A compaction overlay: reads show ``summary`` in place of ``from..to`` (inclusive)."""
+
+    id: str
+    summary: str
+    from_message_id: str
+    to_message_id: str
+    created_at: str
+    """ISO 8601 UTC timestamp with milliseconds, e.g. ``2026-01-02T03:05:00.000Z``."""
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    """The range :meth:`Session.compact` stored, after widening to the earliest visible overlay."""
+
+    from_message_id: str
+    to_message_id: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One full-text hit: the message id, role, the indexed text and where it lives."""
+
+    id: str
+    role: str
+    content: str
+    created_at: int
+    """Epoch milliseconds of the message row."""
+    session_id: str
+
+
+@dataclass(frozen=True)
+class StorageStats:
+    """Whole-store figures from :meth:`Sessions.storage_stats`."""
+
+    sessions: int
+    messages: int
+    continuation_rows: int
+    compactions: int
+    attachments: int
+    attachment_bytes: int
+    content_bytes: int
+    """UTF-8 bytes of stored message JSON, continuation rows included."""
+
+
+EventType = Literal[
+    "append", "update", "delete", "clear", "compact", "compaction", "import", "error"
+]
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One change-feed event, dispatched after the write it describes has committed.
+
+    Which fields are set depends on ``type``:
+
+    - ``append``: ``message``, ``parent_id`` (the option as passed, :data:`UNSET` when omitted),
+      ``inserted``
+    - ``update``: ``message``
+    - ``delete``: ``message_ids`` (as passed)
+    - ``clear``, ``compact``: nothing more
+    - ``compaction``: ``compaction``
+    - ``import``: ``message``, ``parent_id``
+    - ``error``: ``error`` (auto-compaction failed)
+    """
+
+    type: EventType
+    session_id: str
+    message: Message | None = None
+    parent_id: str | None | _Unset = None
+    inserted: bool | None = None
+    message_ids: list[str] | None = None
+    compaction: StoredCompaction | None = None
+    error: BaseException | None = field(default=None, compare=False)
+
+
+class _Unset:
+    """Marker type for an option that was not passed (distinct from ``None``)."""
+
+    _instance: _Unset | None = None
+
+    def __new__(cls) -> _Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""Default of ``parent_id``: attach to the active leaf. ``None`` means a new root."""

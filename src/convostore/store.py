@@ -1,0 +1,302 @@
+"""Sessions: opening a store from a URL, the per-id handle cache, the change feed, search.
+
+A store owns one backend (one SQLite file, or one PostgreSQL pool) shared by every session in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import codec
+from .backends.base import Backend, Ops
+from .errors import InvalidURL, MissingDependency, StoreClosed
+from .model import ChangeEvent, SearchResult, StorageStats
+from .session import Session, _run_awaitable
+from .tokens import TokenCounter
+
+logger = logging.getLogger("convostore")
+
+Listener = Callable[[ChangeEvent], object]
+"""A change-feed listener: called with each :class:`~convostore.ChangeEvent` after commit."""
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One line of :meth:`Sessions.list_sessions`."""
+
+    session_id: str
+    messages: int
+    bytes: int
+    """Stored bytes of its messages (continuations and referenced payloads included)."""
+    last_write: int
+    """Epoch milliseconds of its newest message."""
+
+
+def _parse_url(url: str | os.PathLike[str]) -> tuple[str, str]:
+    """(engine, target) for a URL or path."""
+    if isinstance(url, os.PathLike):
+        return "sqlite", os.fspath(url)
+    if not isinstance(url, str):
+        raise InvalidURL(f"expected a URL or path, got {type(url).__name__}")
+    if url in (":memory:", "sqlite://", "sqlite:///:memory:", "sqlite://:memory:"):
+        return "sqlite", ":memory:"
+    if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        return "postgres", url.replace("postgresql+psycopg://", "postgresql://", 1)
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+        if not path:
+            raise InvalidURL(f"no database path in {url!r}")
+        return "sqlite", path  # sqlite:////abs.db keeps its leading slash
+    if url.startswith("file:"):
+        return "sqlite", url[len("file:") :]
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise InvalidURL(
+            f"cannot open {url!r}: unknown scheme {scheme!r} "
+            "(use a file path, sqlite:///path, :memory: or postgresql://...)"
+        )
+    if not url:
+        raise InvalidURL("empty database URL")
+    return "sqlite", url
+
+
+class Sessions:
+    """A conversation store: every session of one database.
+
+    Open one with :meth:`open`; use it as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        reserved_metadata_keys: Iterable[str] = (),
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        if isinstance(reserved_metadata_keys, str):
+            raise TypeError("reserved_metadata_keys must be a list of keys, not a string")
+        self._backend = backend
+        self.reserved_metadata_keys: tuple[str, ...] = tuple(reserved_metadata_keys)
+        """Metadata keys removed from ``source="client"`` writes."""
+        self.token_counter = token_counter
+        """A custom string token counter used for row stamps and summaries, or None."""
+        self._sessions: dict[str, Session] = {}
+        self._listeners: list[Listener] = []
+        self._lock = threading.Lock()
+        self._fts_known = False
+        self._closed = False
+        self._await: Callable[[Awaitable[Any]], Any] = _run_awaitable
+
+    @classmethod
+    def open(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        reserved_metadata_keys: Iterable[str] = (),
+        durability: Literal["normal", "full"] = "normal",
+        busy_timeout: float = 30.0,
+        token_counter: TokenCounter | None = None,
+        pool: Any = None,
+        pool_size: int = 10,
+        schema: str | None = None,
+    ) -> Sessions:
+        """Open a store.
+
+        :param url: a file path, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
+            ``:memory:``, or ``postgresql://user@host/db`` (needs ``convostore[postgres]``).
+        :param reserved_metadata_keys: metadata keys stripped from ``source="client"`` writes.
+        :param durability: SQLite only: ``"normal"`` (WAL, synchronous=NORMAL; safe against a
+            crash of the process) or ``"full"`` (fsync at every commit).
+        :param busy_timeout: seconds a writer waits for another writer's lock.
+        :param token_counter: a function counting the tokens of a string (e.g. tiktoken), used
+            instead of the heuristic for row estimates and summaries.
+        :param pool: PostgreSQL only: an open ``psycopg_pool.ConnectionPool`` to use instead of
+            a URL (the store does not close it).
+        :param pool_size: PostgreSQL only: most connections of the pool the store creates.
+        :param schema: PostgreSQL only: the schema holding the tables (created if missing).
+        """
+        backend: Backend
+        if pool is not None:
+            backend = _postgres_backend(None, pool=pool, pool_size=pool_size, schema=schema)
+        else:
+            if url is None:
+                raise InvalidURL("Sessions.open() needs a URL, a path or pool=")
+            engine, target = _parse_url(url)
+            if engine == "postgres":
+                backend = _postgres_backend(target, pool=None, pool_size=pool_size,
+                                            schema=schema)
+            else:
+                if schema is not None:
+                    raise InvalidURL("schema= applies to PostgreSQL only")
+                from .backends.sqlite import SqliteBackend
+
+                backend = SqliteBackend(target, durability=durability,
+                                        busy_timeout=busy_timeout)
+        return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
+                   token_counter=token_counter)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Sessions {self._backend.url!r} {state}>"
+
+    def __enter__(self) -> Sessions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the store's connections; later calls on it or its handles raise StoreClosed."""
+        self._closed = True
+        self._backend.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the backend can do beyond the common API (e.g. ``shared_across_processes``)."""
+        return self._backend.capabilities
+
+    def session(self, session_id: str = "") -> Session:
+        """The handle of one session (``""`` is the default); the same object for the same id."""
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        with self._lock:
+            handle = self._sessions.get(session_id)
+            if handle is None:
+                handle = self._sessions[session_id] = Session(self, session_id)
+            return handle
+
+    # --- change feed --------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` after every committed write of any session of this store.
+
+        Listeners run in subscription order on the writing thread, after the commit; one that
+        raises is logged and skipped. Returns a function that unsubscribes (idempotent).
+        """
+        if not callable(listener):
+            raise TypeError("subscribe() needs a callable")
+        with self._lock:
+            self._listeners = [*self._listeners, listener]
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._listeners = [x for x in self._listeners if x is not listener]
+
+        return unsubscribe
+
+    def _emit(self, event: ChangeEvent) -> None:
+        for listener in self._listeners:
+            try:
+                outcome = listener(event)
+                if outcome is not None and hasattr(outcome, "__await__"):
+                    self._await(outcome)
+            except Exception:
+                logger.exception("change listener failed on a %r event of session %r",
+                                 event.type, event.session_id)
+
+    # --- search -------------------------------------------------------------------------------
+
+    def _fts_ready(self, ops: Ops) -> bool:
+        if not self._fts_known and ops.fts_exists():
+            self._fts_known = True
+        return self._fts_known
+
+    def _ensure_index(self) -> None:
+        if self._fts_known:
+            return
+        with self._backend.read() as ops:
+            if self._fts_ready(ops):
+                return
+        with self._backend.write(None) as ops:
+            if ops.fts_exists():
+                self._fts_known = True
+                return
+            ops.fts_create()
+            _backfill(ops)
+        self._fts_known = True
+
+    def _search(self, query: str, *, limit: int, session_id: str | None) -> list[SearchResult]:
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, not {type(query).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+        self._ensure_index()
+        if limit <= 0 or not query.strip():
+            return []
+        with self._backend.read() as ops:
+            hits = ops.fts_search(query, session_id, limit, session_id is None)
+        return [SearchResult(h.id, h.role, h.content, h.created_at, h.session_id) for h in hits]
+
+    def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
+        """Full-text search across every session; all words of ``query`` must match.
+
+        Results carry their session id; best first. Builds the index on first use.
+        """
+        return self._search(query, limit=limit, session_id=None)
+
+    # --- whole-store facts --------------------------------------------------------------------
+
+    def storage_stats(self) -> StorageStats:
+        """Counts and sizes of everything stored: messages, continuations, compactions, payloads."""
+        with self._backend.read() as ops:
+            return StorageStats(**ops.stats())
+
+    def list_sessions(self) -> list[SessionSummary]:
+        """Every session that holds messages, with its message count, size and last write."""
+        with self._backend.read() as ops:
+            return [SessionSummary(*row) for row in ops.session_summaries()]
+
+
+def _backfill(ops: Ops) -> None:
+    """Index every stored message's text parts, continuation rows included, in bounded batches."""
+    after: tuple[str, str] | None = None
+    while True:
+        batch = ops.scan_rows(after, 500)
+        if not batch:
+            return
+        by_session: dict[str, list[tuple[Any, str]]] = {}
+        for sid, row, role in batch:
+            by_session.setdefault(sid, []).append((row, role))
+        entries: list[tuple[str, str, str, str]] = []
+        for sid, rows in by_session.items():
+            texts = {r.id: r.content for r, _ in rows}
+            chunked = [r.id for r, _ in rows if r.content_chunks > 0]
+            if chunked:
+                for mid, _idx, content in ops.continuations(sid, chunked):
+                    texts[mid] += content
+            for row, role in rows:
+                try:
+                    value = codec.loads(texts[row.id])
+                except ValueError:
+                    continue
+                if codec.is_valid_stored(value):
+                    text = codec.message_text(value)
+                    if text:
+                        entries.append((sid, row.id, role, text))
+        ops.fts_insert(entries)
+        last = batch[-1]
+        after = (last[0], last[1].id)
+
+
+def _postgres_backend(
+    url: str | None, *, pool: Any, pool_size: int, schema: str | None
+) -> Backend:
+    try:
+        from .backends.postgres import PostgresBackend
+    except ImportError as exc:
+        raise MissingDependency(
+            "PostgreSQL support needs psycopg: pip install 'convostore[postgres]'"
+        ) from exc
+    return PostgresBackend(url, pool=pool, pool_size=pool_size, schema=schema)
