@@ -219,8 +219,9 @@ def test_summary_budget() -> None:
     long = text("m", "a" * 4000)  # 4 + 1000
     assert compute_summary_budget([long]) == 200  # floor(200.8)
     assert compute_summary_budget([long] * 5) == 1004
-    assert compute_summary_budget([text("m", "a" * 1000)] * 2) == 100  # 2 * 254 * 0.2
-    assert compute_summary_budget([text("m", "a" * 1000)] * 2, len) == 401  # 2 * 1004 * 0.2
+    assert compute_summary_budget([text("m", "a" * 1000)] * 2) == 101  # floor(2 * 254 * 0.2)
+    assert compute_summary_budget([text("m", "a" * 400)] * 2) == 100  # 2 * 104 * 0.2 < 100
+    assert compute_summary_budget([text("m", "a" * 400)] * 2, len) == 161  # 2 * 404 * 0.2
 
 
 def test_prompt_renders_messages_as_blocks() -> None:
@@ -280,7 +281,12 @@ def test_prompt_tool_names_and_empty_values() -> None:
 
 
 def test_prompt_cuts_tool_json_to_500_characters() -> None:
-    part = {"type": "tool-read", "toolName": "read", "input": {"q": "x" * 1000}, "output": "y" * 900}
+    part = {
+        "type": "tool-read",
+        "toolName": "read",
+        "input": {"q": "x" * 1000},
+        "output": "y" * 900,
+    }
     prompt = build_summary_prompt([{"id": "m", "role": "assistant", "parts": [part]}], None, 100)
     assert '\nInput: {"q":"' + "x" * 494 + "\nOutput: " in prompt
     assert '\nOutput: "' + "y" * 499 + "\n" in prompt
@@ -424,7 +430,9 @@ def test_prompt_budget_is_computed_from_the_middle() -> None:
 
 def test_returns_a_result_when_enough_messages_exist() -> None:
     messages = [
-        text(f"m{i}", f"message {i} with enough content to have tokens", ("user", "assistant")[i % 2])
+        text(
+            f"m{i}", f"message {i} with enough content to have tokens", ("user", "assistant")[i % 2]
+        )
         for i in range(20)
     ]
     got = create_compact_function(Recorder("summary"), keep_recent_tokens=10)(messages)
@@ -830,7 +838,7 @@ def test_truncate_leaves_short_and_missing_outputs() -> None:
 
 
 def test_truncate_cuts_long_text_parts() -> None:
-    old = {
+    old: Message = {
         "id": "old",
         "role": "user",
         "parts": [

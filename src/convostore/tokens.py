@@ -1,0 +1,223 @@
+"""Token estimates: cheap heuristics that decide when to compact and what to keep.
+
+A real tokenizer is slow to load and large in memory, so by default convostore estimates: a string
+costs the larger of one token per four UTF-16 code units and 1.3 tokens per whitespace-separated
+word, a message costs four tokens of framing plus its parts, and an inline attachment costs a flat
+1,600 tokens for an image or one token per four bytes (at most 20,000) for anything else. The
+formulas are those of the reference (behaviour.md §7), so stamped estimates mean the same thing
+whichever implementation wrote them.
+
+Every function that counts strings takes an optional :data:`TokenCounter`, a plain ``str -> int``
+callable that replaces :func:`estimate_string_tokens` wherever a string is counted, for example
+``lambda s: len(encoding.encode(s))`` with tiktoken. The framing and attachment charges stay.
+
+These functions run on every append, and a message can be megabytes long: each part is
+serialised at most once, and a data URL is measured without being copied.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from convostore.model import Message
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "IMAGE_ATTACHMENT_TOKENS",
+    "MAX_ATTACHMENT_TOKENS",
+    "TOKENS_PER_MESSAGE",
+    "WORDS_TOKEN_MULTIPLIER",
+    "TokenCounter",
+    "estimate_attachment_tokens",
+    "estimate_message_tokens",
+    "estimate_row_tokens",
+    "estimate_string_tokens",
+    "estimate_value_tokens",
+]
+
+TokenCounter = Callable[[str], int]
+"""A custom string token counter, e.g. ``lambda s: len(enc.encode(s))``.
+
+When passed to an estimate function it replaces :func:`estimate_string_tokens` for every string
+that function counts; it is called once per string (non-string values are counted through their
+compact JSON text).
+"""
+
+CHARS_PER_TOKEN = 4
+"""UTF-16 code units per token in the character-based estimate."""
+
+WORDS_TOKEN_MULTIPLIER = 1.3
+"""Tokens per whitespace-separated word in the word-based estimate."""
+
+TOKENS_PER_MESSAGE = 4
+"""Framing tokens charged for every message (role, separators)."""
+
+IMAGE_ATTACHMENT_TOKENS = 1_600
+"""Flat charge for an ``image/*`` attachment."""
+
+MAX_ATTACHMENT_TOKENS = 20_000
+"""Ceiling of the bytes/4 charge for any other attachment."""
+
+_DEFAULT_MEDIA_TYPE = "application/octet-stream"
+
+
+def _utf16_length(s: str) -> int:
+    # A code point above U+FFFF is a surrogate pair (2 units) in UTF-16, as in JavaScript's
+    # ``.length``; "surrogatepass" lets a lone surrogate through as the 1 unit it is.
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+def estimate_string_tokens(s: str) -> int:
+    """Estimate the tokens of a string: ``ceil(max(utf16_length / 4, words * 1.3))``.
+
+    ``utf16_length`` counts UTF-16 code units (a character above U+FFFF counts 2), ``words`` is
+    the number of pieces ``str.split()`` finds. The empty string costs 0.
+
+    :param s: the text to measure.
+    :return: the estimate, a non-negative integer.
+    """
+    if not s:
+        return 0
+    chars = _utf16_length(s) / CHARS_PER_TOKEN
+    words = len(s.split()) * WORDS_TOKEN_MULTIPLIER
+    return math.ceil(chars if chars > words else words)
+
+
+def _to_text(value: object) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def estimate_value_tokens(value: object, token_counter: TokenCounter | None = None) -> int:
+    """Estimate the tokens of any part field: a string, ``None`` or a JSON-like value.
+
+    ``None`` costs 0, a string is counted as it is, anything else through its compact JSON text
+    (``separators=(",", ":")``, ``ensure_ascii=False``), or ``str(value)`` when it is not JSON.
+
+    :param value: the value to measure (a tool input or output, a text field...).
+    :param token_counter: counts a string instead of :func:`estimate_string_tokens`.
+    :return: the estimate.
+    """
+    if value is None:
+        return 0
+    count = estimate_string_tokens if token_counter is None else token_counter
+    if isinstance(value, str):
+        return count(value)
+    return count(_to_text(value))
+
+
+def _is_tool_type(part_type: object) -> bool:
+    return isinstance(part_type, str) and (
+        part_type.startswith("tool-") or part_type == "dynamic-tool"
+    )
+
+
+def estimate_message_tokens(
+    messages: Iterable[Message], token_counter: TokenCounter | None = None
+) -> int:
+    """Estimate the tokens of messages from their text, reasoning and tool parts.
+
+    Each message costs 4 tokens of framing, plus for each part:
+
+    - ``text`` and ``reasoning``: ``text`` (or ``reasoning`` when ``text`` is missing or None);
+    - a tool part (``tool-<name>`` or ``dynamic-tool``): ``input`` plus ``output`` (or
+      ``result`` when ``output`` is missing or None);
+    - any other part: ``text`` if the key is present, else ``result`` if present, else nothing
+      (so ``file`` parts cost 0 here; see :func:`estimate_row_tokens`).
+
+    Each field is counted with :func:`estimate_value_tokens`. Metadata is not counted.
+
+    :param messages: UIMessage-shaped dicts.
+    :param token_counter: counts each string instead of :func:`estimate_string_tokens`.
+    :return: the estimate.
+    """
+    total = 0
+    for message in messages:
+        total += TOKENS_PER_MESSAGE
+        parts = message.get("parts")
+        if not parts:
+            continue
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            part_type = part.get("type")
+            if part_type == "text" or part_type == "reasoning":
+                value = part.get("text")
+                if value is None:
+                    value = part.get("reasoning")
+                total += estimate_value_tokens(value, token_counter)
+            elif _is_tool_type(part_type):
+                total += estimate_value_tokens(part.get("input"), token_counter)
+                output = part.get("output")
+                if output is None:
+                    output = part.get("result")
+                total += estimate_value_tokens(output, token_counter)
+            elif "text" in part:
+                total += estimate_value_tokens(part["text"], token_counter)
+            elif "result" in part:
+                total += estimate_value_tokens(part["result"], token_counter)
+    return total
+
+
+def estimate_attachment_tokens(media_type: str, byte_count: int) -> int:
+    """Estimate the tokens of one attachment, so that media never counts as zero.
+
+    An ``image/*`` attachment costs a flat 1,600 tokens; anything else ``ceil(bytes / 4)``,
+    at most 20,000.
+
+    :param media_type: the attachment's media type, e.g. ``image/png``.
+    :param byte_count: its decoded size in bytes.
+    :return: the estimate.
+    """
+    if media_type.startswith("image/"):
+        return IMAGE_ATTACHMENT_TOKENS
+    return min(-(-byte_count // 4), MAX_ATTACHMENT_TOKENS)
+
+
+def _data_url_bytes(url: str) -> int:
+    # Decoded size of a data URL's payload, measured without slicing the (possibly huge) string.
+    comma = url.find(",")
+    if comma < 0:
+        return 0
+    payload_length = len(url) - comma - 1
+    if url.endswith(";base64", 0, comma):
+        return payload_length * 3 // 4
+    return payload_length
+
+
+def estimate_row_tokens(message: Message, token_counter: TokenCounter | None = None) -> int:
+    """Estimate the tokens stamped on a stored row: the message plus its inline attachments.
+
+    This is :func:`estimate_message_tokens` of the single message, plus, for each top-level
+    ``file`` part whose ``url`` is a ``data:`` URL, :func:`estimate_attachment_tokens` of its
+    ``mediaType`` (default ``application/octet-stream``) and its approximate decoded size:
+    ``floor(payload_length * 3 / 4)`` when the header ends in ``;base64``, else the payload
+    length (the payload is what follows the first comma; a URL without a comma has none).
+    Media nested inside tool outputs is counted through the JSON of the output instead.
+
+    :param message: the prepared message, attachments still inline.
+    :param token_counter: counts each string instead of :func:`estimate_string_tokens`.
+    :return: the estimate.
+    """
+    total = estimate_message_tokens((message,), token_counter)
+    parts = message.get("parts")
+    if not parts:
+        return total
+    for part in parts:
+        if not isinstance(part, dict) or part.get("type") != "file":
+            continue
+        url: Any = part.get("url")
+        if not isinstance(url, str) or not url.startswith("data:"):
+            continue
+        media_type = part.get("mediaType")
+        if not isinstance(media_type, str):
+            media_type = _DEFAULT_MEDIA_TYPE
+        total += estimate_attachment_tokens(media_type, _data_url_bytes(url))
+    return total

@@ -1,0 +1,89 @@
+"""The conformance suite's fixtures: every test runs against every backend (and both APIs).
+
+- ``backend_spec``: ``sqlite-file``, ``sqlite-memory`` and ``postgres``. PostgreSQL reads its
+  server from ``CONVOSTORE_TEST_POSTGRES_URL``; each test gets its own schema, dropped afterwards.
+  Without the variable those cases skip, saying why; with it, an unreachable server fails.
+- ``open_store(**options)``: opens a store on the backend under test (closed at teardown).
+- ``store``: ``open_store()`` with default options.
+- ``@pytest.mark.requires("capability")``: skips a test the backend cannot run, by capability,
+  never by backend name (see ``CAPABILITIES``).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convostore import Sessions
+
+PG_URL = os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
+
+# What each backend can do beyond the common API; tests ask by capability.
+CAPABILITIES: dict[str, set[str]] = {
+    "sqlite-file": {"shared_across_processes", "reopen", "sqlite"},
+    "sqlite-memory": set(),
+    "postgres": {"shared_across_processes", "reopen", "postgres"},
+}
+
+
+@dataclass
+class BackendSpec:
+    """How to open (and reopen) the database a test uses."""
+
+    name: str
+    url: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _drop_schema(schema: str) -> None:
+    import psycopg
+
+    assert PG_URL is not None
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite-file", "sqlite-memory", "postgres"])
+def backend_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendSpec]:
+    name = request.param
+    marker = request.node.get_closest_marker("requires")
+    if marker is not None:
+        missing = [c for c in marker.args if c not in CAPABILITIES[name]]
+        if missing:
+            pytest.skip(f"backend lacks {', '.join(missing)}")
+    if name == "sqlite-file":
+        yield BackendSpec(name, str(tmp_path / "test.db"))
+    elif name == "sqlite-memory":
+        yield BackendSpec(name, ":memory:")
+    else:
+        if not PG_URL:
+            pytest.skip("CONVOSTORE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test")
+        schema = f"cs_test_{uuid.uuid4().hex[:12]}"
+        yield BackendSpec(name, PG_URL, {"schema": schema, "pool_size": 4})
+        _drop_schema(schema)
+
+
+@pytest.fixture
+def open_store(backend_spec: BackendSpec) -> Iterator[Callable[..., Sessions]]:
+    """Open stores on the backend under test; every one is closed at teardown."""
+    opened: list[Sessions] = []
+
+    def opener(**options: Any) -> Sessions:
+        store = Sessions.open(backend_spec.url, **{**backend_spec.options, **options})
+        opened.append(store)
+        return store
+
+    yield opener
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(open_store: Callable[..., Sessions]) -> Sessions:
+    return open_store()
