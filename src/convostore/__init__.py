@@ -41,15 +41,14 @@ from .model import (
     StoredCompaction,
 )
 from .session import Session
-from .store import SessionSummary, Sessions
+from .store import Sessions, SessionSummary
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "COMPACTION_PREFIX",
-    "UNSET",
     "AppendResult",
     "BackendError",
+    "COMPACTION_PREFIX",
     "ChangeEvent",
     "CompactResult",
     "ConvostoreError",
@@ -69,6 +68,7 @@ __all__ = [
     "StorageStats",
     "StoreClosed",
     "StoredCompaction",
+    "UNSET",
     "create_compact_function",
     "is_compaction_message",
 ]

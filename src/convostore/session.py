@@ -286,7 +286,10 @@ class Session:
         return prep.message
 
     def _rewrite(self, prep: _Prepared) -> bool | None:
-        """Write ``prep`` over its stored row: None if absent, False if unchanged, True if written."""
+        """Write ``prep`` over its stored row.
+
+        None if absent, False if unchanged, True if written.
+        """
         sid, msg = self.session_id, prep.message
         mid = msg["id"]
         with self._store._backend.write(sid) as ops:
@@ -454,7 +457,10 @@ class Session:
         return out
 
     def get_message(self, id: str) -> Message | None:
-        """One stored message by id (no overlays), payloads inlined; None if absent or unreadable."""
+        """One stored message by id (no overlays), payloads inlined.
+
+        None when absent or unreadable.
+        """
         with self._store._backend.read() as ops:
             meta = ops.row_meta(self.session_id, id)
             if meta is None:
@@ -601,9 +607,9 @@ class Session:
             i = span.end + 1
         if i < len(path):
             segments.append((i, len(path) - 1, None))
-        for start, end, span in reversed(segments):
-            if span is not None:
-                yield synthetic_message(span.record)
+        for start, end, seg_span in reversed(segments):
+            if seg_span is not None:
+                yield synthetic_message(seg_span.record)
                 continue
             hi = end
             while hi >= start:

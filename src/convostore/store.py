@@ -294,9 +294,10 @@ def _postgres_backend(
     url: str | None, *, pool: Any, pool_size: int, schema: str | None
 ) -> Backend:
     try:
-        from .backends.postgres import PostgresBackend
+        from .backends.postgres import PostgresBackend  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         raise MissingDependency(
             "PostgreSQL support needs psycopg: pip install 'convostore[postgres]'"
         ) from exc
-    return PostgresBackend(url, pool=pool, pool_size=pool_size, schema=schema)
+    backend: Backend = PostgresBackend(url, pool=pool, pool_size=pool_size, schema=schema)
+    return backend

@@ -1,0 +1,177 @@
+"""Opening a store: URLs, durability, schema versions, closing, several processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import sqlite3
+from pathlib import Path
+
+import pytest
+from _helpers import ids, text
+
+import convostore
+from convostore import (
+    BackendError,
+    ConvostoreError,
+    InvalidMessage,
+    InvalidURL,
+    SchemaTooNew,
+    Sessions,
+    StoreClosed,
+)
+from convostore.backends._sql import SCHEMA_VERSION
+
+
+def test_public_names_are_listed_once_and_documented() -> None:
+    public = sorted(n for n in dir(convostore) if not n.startswith("_") and n[0].isupper()
+                    or n in ("create_compact_function", "is_compaction_message"))
+    exported = set(convostore.__all__)
+    assert set(public) - {"Message"} <= exported
+    assert convostore.__all__ == sorted(convostore.__all__)
+    for name in convostore.__all__:
+        obj = getattr(convostore, name)
+        if isinstance(obj, type) or callable(obj):
+            assert obj.__doc__, f"{name} has no docstring"
+        if isinstance(obj, type):
+            assert obj.__module__ == "convostore"
+
+
+@pytest.mark.parametrize(
+    "form", ["{path}", "sqlite:///{rel}", "sqlite:////{abs}", "path"]
+)
+def test_opens_sqlite_by_path_and_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "chat.db"
+    if form == "path":
+        url: object = target
+    else:
+        url = form.format(path=str(target), rel="chat.db", abs=str(target).lstrip("/"))
+    with Sessions.open(url) as store:  # type: ignore[arg-type]
+        store.session().append_message(text("a", "x"))
+    assert target.exists()
+    with Sessions.open(str(target)) as store:
+        assert ids(store.session().get_history()) == ["a"]
+
+
+def test_memory_databases_are_private() -> None:
+    with Sessions.open(":memory:") as a, Sessions.open(":memory:") as b:
+        a.session().append_message(text("a", "x"))
+        assert b.session().get_history() == []
+
+
+@pytest.mark.parametrize("url", ["mysql://x/y", "http://example.com/db", ""])
+def test_unknown_urls_raise_invalid_url(url: str) -> None:
+    with pytest.raises(InvalidURL):
+        Sessions.open(url)
+
+
+def test_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(BackendError, match="does not exist"):
+        Sessions.open(str(tmp_path / "no" / "such" / "dir.db"))
+
+
+def test_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.db"
+    bogus.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(BackendError):
+        Sessions.open(str(bogus))
+
+
+def test_durability_modes(tmp_path: Path) -> None:
+    for mode in ("normal", "full"):
+        with Sessions.open(str(tmp_path / f"{mode}.db"), durability=mode) as store:  # type: ignore[arg-type]
+            store.session().append_message(text("a", "x"))
+            with store._backend.read() as ops:
+                sync = ops._one("PRAGMA synchronous")  # type: ignore[attr-defined]
+                journal = ops._one("PRAGMA journal_mode")  # type: ignore[attr-defined]
+            assert sync == ((1,) if mode == "normal" else (2,))
+            assert journal == ("wal",)
+    with pytest.raises(ValueError):
+        Sessions.open(str(tmp_path / "x.db"), durability="sometimes")  # type: ignore[arg-type]
+
+
+def test_close_and_context_manager(tmp_path: Path) -> None:
+    store = Sessions.open(str(tmp_path / "c.db"))
+    s = store.session()
+    store.close()
+    assert store.closed
+    with pytest.raises(StoreClosed):
+        s.append_message(text("a", "x"))
+    with pytest.raises(StoreClosed):
+        store.session("x")
+    store.close()  # idempotent
+
+
+def test_an_older_schema_is_migrated_in_place(tmp_path: Path) -> None:
+    from convostore.backends.sqlite import _MIGRATIONS
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    for sql in _MIGRATIONS[0]:
+        conn.execute(sql)
+    conn.execute("CREATE TABLE convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO convostore_meta VALUES ('schema_version', '1')")
+    conn.execute(
+        "INSERT INTO convostore_messages (session_id, id, seq, parent_id, role, content_chunks, "
+        "token_estimate, created_at, bytes, content) VALUES ('', 'old', 1, NULL, 'user', 0, 5, "
+        "1, 60, ?)",
+        ('{"id":"old","role":"user","parts":[{"type":"text","text":"kept"}]}',),
+    )
+    conn.commit()
+    conn.close()
+    with Sessions.open(str(path)) as store:
+        s = store.session()
+        assert s.get_history() == [text("old", "kept")]
+        s.append_message(text("new", "y"))
+        s.update_message(text("old", "changed"))
+        assert ids(s.get_history()) == ["old", "new"]
+    conn = sqlite3.connect(path)
+    version = conn.execute("SELECT value FROM convostore_meta WHERE key='schema_version'")
+    assert version.fetchone() == (str(SCHEMA_VERSION),)
+    conn.close()
+
+
+def test_a_newer_schema_refuses_to_open(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    Sessions.open(str(path)).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE convostore_meta SET value = '999' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaTooNew, match="999") as info:
+        Sessions.open(str(path))
+    assert isinstance(info.value, ConvostoreError)
+
+
+def test_errors_pickle() -> None:
+    for exc in (InvalidMessage("parts[0]", "bad"), SchemaTooNew(3, 2), InvalidURL("x")):
+        again = pickle.loads(pickle.dumps(exc))
+        assert type(again) is type(exc) and str(again) == str(exc)
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    with Sessions.open(path) as store:
+        s = store.session("shared")
+        for i in range(count):
+            s.append_message(text(f"p{worker}-{i}", f"from process {worker}, message {i}"))
+
+
+def test_several_processes_append_to_one_session(tmp_path: Path) -> None:
+    path = str(tmp_path / "mp.db")
+    Sessions.open(path).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, w, 40)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with Sessions.open(path) as store:
+        history = store.session("shared").get_history()
+        assert len(history) == 160
+        assert len(set(ids(history))) == 160
+        stats = store.session("shared").get_history_row_stats()
+        assert len(stats) == 160  # one linear chain: every message on the active path

@@ -1,0 +1,418 @@
+"""Reads: streamed, newest-first, batched and budgeted history; overlays (behaviour.md §5, §6.1)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from _helpers import ids, text
+
+from convostore import COMPACTION_PREFIX, Sessions
+from convostore.backends._sql import SqlOps
+
+
+@pytest.fixture
+def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts message rows hydrated (content fetched) by any backend."""
+    counter = [0]
+    original = SqlOps.content_rows_by_seq
+
+    def counting(self: SqlOps, session_id: str, seqs: Any) -> Any:
+        rows = original(self, session_id, seqs)
+        counter[0] += len(rows)
+        return rows
+
+    monkeypatch.setattr(SqlOps, "content_rows_by_seq", counting)
+    yield counter
+
+
+def chain(store: Sessions, n: int, prefix: str = "m", session: str = "") -> list[dict[str, Any]]:
+    s = store.session(session)
+    out = []
+    for i in range(n):
+        m = text(f"{prefix}{i}", f"message number {i}", "user" if i % 2 == 0 else "assistant")
+        s.append_message(m)
+        out.append(m)
+    return out
+
+
+# --- whole-path reads -----------------------------------------------------------------------
+
+
+def test_unknown_leaf_reads_empty(store: Sessions) -> None:
+    chain(store, 3)
+    s = store.session()
+    assert s.get_history(leaf_id="nope") == []
+    assert list(s.history(leaf_id="nope", newest_first=True)) == []
+    assert s.get_history_row_stats("nope") == []
+    recent = s.get_recent_history(1000, leaf_id="nope")
+    assert (recent.messages, recent.truncated, recent.total_content_bytes) == ([], False, 0)
+
+
+def test_empty_session_reads(store: Sessions) -> None:
+    s = store.session()
+    assert s.get_history() == []
+    assert list(s.history(newest_first=True)) == []
+    assert list(s.history_batches()) == []
+    assert s.get_latest_leaf() is None
+    assert s.get_token_estimate() == 0
+
+
+@pytest.mark.parametrize("n", [50, 51, 120])
+def test_hydrates_across_window_boundaries_in_order(store: Sessions, n: int) -> None:
+    msgs = chain(store, n)
+    assert store.session().get_history() == msgs
+    assert list(store.session().history(newest_first=True)) == msgs[::-1]
+
+
+def test_history_hydrates_in_windows_of_at_most_50_rows(
+    store: Sessions, rows_read: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain(store, 120)
+    windows: list[int] = []
+    original = SqlOps.content_rows_by_seq
+
+    def spy(self: SqlOps, session_id: str, seqs: Any) -> Any:
+        windows.append(len(seqs))
+        return original(self, session_id, seqs)
+
+    monkeypatch.setattr(SqlOps, "content_rows_by_seq", spy)
+    it = store.session().history()
+    first = next(it)
+    assert first["id"] == "m0"
+    assert windows == [50]  # nothing beyond the first window is read yet
+    rest = list(it)
+    assert len(rest) == 119
+    assert windows == [50, 50, 20]
+
+
+def test_windows_are_bounded_by_bytes_too(store: Sessions, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = store.session()
+    for i in range(6):
+        s.append_message(text(f"b{i}", "x" * 1_500_000))
+    windows: list[int] = []
+    original = SqlOps.content_rows_by_seq
+
+    def spy(self: SqlOps, session_id: str, seqs: Any) -> Any:
+        windows.append(len(seqs))
+        return original(self, session_id, seqs)
+
+    monkeypatch.setattr(SqlOps, "content_rows_by_seq", spy)
+    assert ids(s.get_history()) == [f"b{i}" for i in range(6)]
+    assert windows == [2, 2, 2]
+
+
+def test_a_row_larger_than_a_window_reads_alone(
+    store: Sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store.session()
+    s.append_message(text("small1", "a"))
+    s.append_message(text("huge", "x" * 5_000_000))
+    s.append_message(text("small2", "b"))
+    windows: list[int] = []
+    original = SqlOps.content_rows_by_seq
+
+    def spy(self: SqlOps, session_id: str, seqs: Any) -> Any:
+        windows.append(len(seqs))
+        return original(self, session_id, seqs)
+
+    monkeypatch.setattr(SqlOps, "content_rows_by_seq", spy)
+    assert ids(s.get_history()) == ["small1", "huge", "small2"]
+    assert windows == [1, 1, 1]
+
+
+def test_reads_a_branch_longer_than_the_reference_cap_whole(store: Sessions) -> None:
+    s = store.session()
+    n = 10_002
+    prev = None
+    for i in range(n):
+        s.import_message(text(f"i{i}", "x"), parent_id=prev, created_at=i)
+        prev = f"i{i}"
+    got = ids(s.get_history())
+    assert len(got) == n and got[0] == "i0" and got[-1] == f"i{n - 1}"
+    recent = s.get_recent_history(10**12)
+    assert len(recent.messages) == n and not recent.truncated
+
+
+@pytest.mark.slow
+def test_reads_a_50000_message_branch(store: Sessions) -> None:
+    s = store.session()
+    n = 50_000
+    prev = None
+    for i in range(n):
+        s.import_message(text(f"m{i}", f"body {i}"), parent_id=prev, created_at=i)
+        prev = f"m{i}"
+    count = 0
+    for i, m in enumerate(s.history()):
+        assert m["id"] == f"m{i}"
+        count += 1
+    assert count == n
+    newest = []
+    for m in s.history(newest_first=True):
+        newest.append(m["id"])
+        if len(newest) == 3:
+            break
+    assert newest == [f"m{n - 1}", f"m{n - 2}", f"m{n - 3}"]
+
+
+def test_skips_a_corrupted_row_without_dropping_others(store: Sessions) -> None:
+    chain(store, 60)
+    s = store.session()
+    backend = store._backend
+    with backend.write(None) as ops:
+        ops._run(  # type: ignore[attr-defined]
+            "UPDATE convostore_messages SET content = ? WHERE session_id = ? AND id = ?",
+            ("{not json", "", "m30"),
+        )
+    got = ids(s.get_history())
+    assert len(got) == 59 and "m30" not in got
+    assert s.get_message("m30") is None
+
+
+# --- newest first ---------------------------------------------------------------------------
+
+
+def test_newest_first_reads_only_what_is_consumed(store: Sessions, rows_read: list[int]) -> None:
+    chain(store, 200)
+    rows_read[0] = 0
+    for m in store.session().history(newest_first=True):
+        assert m["id"] == "m199"
+        break
+    assert rows_read[0] == 1
+    rows_read[0] = 0
+    taken = []
+    for m in store.session().history(newest_first=True):
+        taken.append(m["id"])
+        if len(taken) == 10:
+            break
+    assert taken == [f"m{i}" for i in range(199, 189, -1)]
+    assert rows_read[0] < 12
+
+
+def test_newest_first_is_the_exact_reverse_including_overlays(store: Sessions) -> None:
+    s = store.session()
+    for i in range(6):
+        s.append_message(text(f"n{i}", f"t{i}"))
+    s.add_compaction("summary of n1..n3", "n1", "n3")
+    forward = s.get_history()
+    backward = list(s.history(newest_first=True))
+    assert backward == forward[::-1]
+    assert ids(forward)[0] == "n0" and ids(forward)[1].startswith(COMPACTION_PREFIX)
+    assert backward[0]["id"] == "n5"
+
+
+def test_newest_first_follows_a_branch_leaf(store: Sessions) -> None:
+    s = store.session()
+    for i in range(4):
+        s.append_message(text(f"n{i}", "x"))
+    s.append_message(text("branch", "b"), parent_id="n1")
+    s.append_message(text("n4", "x"), parent_id="n3")
+    got = ids(s.history(leaf_id="branch", newest_first=True))
+    assert got == ["branch", "n1", "n0"]
+
+
+def test_newest_first_stays_lazy_until_it_reaches_a_span(
+    store: Sessions, rows_read: list[int]
+) -> None:
+    chain(store, 200)
+    s = store.session()
+    s.add_compaction("old stuff", "m0", "m149")
+    rows_read[0] = 0
+    taken = []
+    for m in s.history(newest_first=True):
+        taken.append(m["id"])
+        if len(taken) == 5:
+            break
+    assert taken == ["m199", "m198", "m197", "m196", "m195"]
+    assert rows_read[0] < 12
+    full = list(s.history(newest_first=True))
+    assert len(full) == 51
+    assert full[-1]["parts"][0]["text"] == "old stuff"
+
+
+# --- batches --------------------------------------------------------------------------------
+
+
+def test_streams_history_in_bounded_batches(store: Sessions) -> None:
+    msgs = chain(store, 5)
+    s = store.session()
+    assert [len(b) for b in s.history_batches(batch_size=2)] == [2, 2, 1]
+    size = len(json.dumps(msgs[0], separators=(",", ":")).encode())
+    batches = list(s.history_batches(batch_size=50, max_batch_bytes=size + 10))
+    assert [len(b) for b in batches] == [1] * 5
+    assert [m for b in batches for m in b] == msgs
+    newest = list(s.history_batches(batch_size=3, newest_first=True))
+    assert [ids(b) for b in newest] == [["m4", "m3", "m2"], ["m1", "m0"]]
+
+
+def test_batch_options_are_floored_to_one(store: Sessions) -> None:
+    chain(store, 3)
+    assert [len(b) for b in store.session().history_batches(batch_size=0)] == [1, 1, 1]
+    got = [len(b) for b in store.session().history_batches(max_batch_bytes=0)]
+    assert got == [1, 1, 1]
+
+
+# --- recent history -------------------------------------------------------------------------
+
+
+def test_budgets_recent_history_with_honest_truncation(store: Sessions) -> None:
+    s = store.session()
+    for i in range(6):
+        s.append_message(text(f"m{i}", "y" * 200))
+    stats = s.get_history_row_stats()
+    budget = stats[-1].bytes + stats[-2].bytes + 10
+    recent = s.get_recent_history(budget)
+    assert ids(recent.messages) == ["m4", "m5"]
+    assert recent.truncated
+    assert recent.total_content_bytes == sum(r.bytes for r in stats)
+    one = s.get_recent_history(1)
+    assert ids(one.messages) == ["m5"] and one.truncated
+    everything = s.get_recent_history(10**9)
+    assert len(everything.messages) == 6 and not everything.truncated
+    exact = s.get_recent_history(sum(r.bytes for r in stats))
+    assert len(exact.messages) == 6 and not exact.truncated
+
+
+def test_recent_history_plans_overlays_over_the_window_only(store: Sessions) -> None:
+    s = store.session()
+    for i in range(6):
+        s.append_message(text(f"m{i}", "z" * 100))
+    s.add_compaction("inside", "m1", "m3")
+    full = ids(s.get_recent_history(10**9).messages)
+    assert full[0] == "m0" and full[1].startswith(COMPACTION_PREFIX) and full[2:] == ["m4", "m5"]
+    stats = s.get_history_row_stats()
+    budget = sum(r.bytes for r in stats[2:])  # window m2..m5: the overlay's start is outside
+    window = s.get_recent_history(budget)
+    assert ids(window.messages) == ["m2", "m3", "m4", "m5"]
+
+
+def test_recent_history_of_a_branch(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "a"))
+    s.append_message(text("b", "b"))
+    s.append_message(text("c", "c"), parent_id="a")
+    assert ids(s.get_recent_history(10**6, leaf_id="b").messages) == ["a", "b"]
+
+
+# --- overlays -------------------------------------------------------------------------------
+
+
+def test_renders_overlays_and_extends_them_iteratively(store: Sessions) -> None:
+    s = store.session()
+    for i in range(1, 5):
+        s.append_message(text(f"m{i}", f"turn {i}"))
+    rec = s.add_compaction("first summary", "m1", "m2")
+    hist = s.get_history()
+    assert hist[0] == {
+        "id": COMPACTION_PREFIX + rec.id,
+        "role": "assistant",
+        "parts": [{"type": "text", "text": "first summary"}],
+    }
+    assert ids(hist[1:]) == ["m3", "m4"]
+
+    def fn(messages: list[dict[str, Any]]) -> dict[str, str]:
+        return {"from_message_id": messages[0]["id"], "to_message_id": "m3", "summary": "wider"}
+
+    s.on_compaction(fn)
+    result = s.compact()
+    assert result is not None
+    assert (result.from_message_id, result.to_message_id) == ("m1", "m3")
+    hist = s.get_history()
+    assert hist[0]["parts"][0]["text"] == "wider" and ids(hist[1:]) == ["m4"]
+    assert [c.summary for c in s.get_compactions()] == ["first summary", "wider"]
+
+
+def test_overlays_are_branch_local(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("m1", "root"))
+    s.append_message(text("m2", "left"))
+    s.append_message(text("m3", "right"), parent_id="m1")
+    s.add_compaction("summary", "m1", "m2")
+    assert ids(s.get_history()) == ["m1", "m3"]
+    branch = s.get_history(leaf_id="m2")
+    assert len(branch) == 1 and branch[0]["parts"][0]["text"] == "summary"
+
+
+def test_a_sibling_branch_record_does_not_block_an_older_valid_one(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "a"))
+    s.append_message(text("b", "b"))
+    s.append_message(text("c", "c"))
+    s.append_message(text("x", "x"), parent_id="a")
+    s.add_compaction("valid", "a", "b")
+    s.add_compaction("other branch", "a", "x")
+    hist = s.get_history(leaf_id="c")
+    assert hist[0]["parts"][0]["text"] == "valid" and ids(hist[1:]) == ["c"]
+
+
+def test_newest_record_wins_and_overlays_never_stack(store: Sessions) -> None:
+    s = store.session()
+    for i in range(6):
+        s.append_message(text(f"m{i}", str(i)))
+    s.add_compaction("inner", "m2", "m3")
+    s.add_compaction("old", "m1", "m4")
+    s.add_compaction("new", "m1", "m3")
+    hist = s.get_history()
+    assert hist[0]["id"] == "m0"
+    assert hist[1]["parts"][0]["text"] == "new"
+    assert ids(hist[2:]) == ["m4", "m5"]
+
+
+def test_overlay_across_window_boundaries(store: Sessions) -> None:
+    chain(store, 120)
+    s = store.session()
+    s.add_compaction("middle", "m40", "m70")
+    got = ids(s.get_history())
+    assert got[:40] == [f"m{i}" for i in range(40)]
+    assert got[40].startswith(COMPACTION_PREFIX)
+    assert got[41:] == [f"m{i}" for i in range(71, 120)]
+
+
+def test_get_message_branches_and_stats_ignore_overlays(store: Sessions) -> None:
+    s = store.session()
+    for i in range(3):
+        s.append_message(text(f"m{i}", str(i)))
+    rec = s.add_compaction("s", "m0", "m1")
+    assert s.get_message("m0") == text("m0", "0")
+    assert s.get_message(COMPACTION_PREFIX + rec.id) is None
+    assert ids(s.get_branches("m0")) == ["m1"]
+    assert [r.id for r in s.get_history_row_stats()] == ["m0", "m1", "m2"]
+
+
+def test_an_echoed_overlay_is_not_stored(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("m0", "0"))
+    s.append_message(text("m1", "1"))
+    rec = s.add_compaction("s", "m0", "m1")
+    echo = s.get_history()[0]
+    r = s.append_message(echo)
+    assert not r.inserted
+    assert s.update_message(echo) is None
+    assert not s.upsert_message(echo).inserted
+    assert store.storage_stats().messages == 2
+    assert s.get_history()[0]["id"] == COMPACTION_PREFIX + rec.id
+    assert len(s.get_history()) == 1
+
+
+def test_a_stored_copy_of_an_overlay_is_hidden_on_read(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("m0", "0"))
+    s.append_message(text("m1", "1"))
+    rec = s.add_compaction("s", "m0", "m1")
+    echo = s.get_history()[0]
+    s.import_message(echo, parent_id="m1", created_at=1)
+    s.import_message(text("m2", "2"), parent_id=echo["id"], created_at=2)
+    hist = s.get_history()
+    assert ids(hist) == [COMPACTION_PREFIX + rec.id, "m2"]
+    assert list(s.history(newest_first=True)) == hist[::-1]
+
+
+def test_compaction_records_are_stored_and_listed_in_order(store: Sessions) -> None:
+    s = store.session()
+    a = s.add_compaction("one", "x", "y")
+    b = s.add_compaction("two", "x", "z")
+    assert [c.id for c in s.get_compactions()] == [a.id, b.id]
+    assert a.created_at.endswith("Z") and "T" in a.created_at
+    assert store.session("other").get_compactions() == []

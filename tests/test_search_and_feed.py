@@ -1,0 +1,226 @@
+"""Full-text search and the change feed (behaviour.md §8.1, §9.1, §11.1)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from _helpers import ids, text
+
+from convostore import ChangeEvent, Sessions
+
+
+def fts_tables(store: Sessions) -> bool:
+    with store._backend.read() as ops:
+        return ops.fts_exists()
+
+
+# --- search ---------------------------------------------------------------------------------
+
+
+def test_builds_the_index_on_the_first_search_never_on_append(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("m1", "the deployment failed at noon"))
+    assert not fts_tables(store)
+    hits = s.search("deployment failed")
+    assert [(h.id, h.role, h.content, h.session_id) for h in hits] == [
+        ("m1", "user", "the deployment failed at noon", "")
+    ]
+    assert fts_tables(store)
+
+
+def test_maintains_the_index_once_it_exists(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "alpha words"))
+    assert ids_of(s.search("alpha")) == ["a"]
+    s.append_message(text("b", "bravo words"))
+    assert ids_of(s.search("bravo")) == ["b"]
+    s.update_message(text("b", "charlie words"))
+    assert s.search("bravo") == []
+    assert ids_of(s.search("charlie")) == ["b"]
+    s.delete_messages(["b"])
+    assert s.search("charlie") == []
+    s.import_message(text("c", "delta import"), parent_id=None, created_at=7)
+    assert ids_of(s.search("delta")) == ["c"]
+    s.clear_messages()
+    assert s.search("delta") == [] and s.search("alpha") == []
+
+
+def ids_of(hits: list[Any]) -> list[str]:
+    return [h.id for h in hits]
+
+
+def test_session_search_is_a_phrase_and_store_search_is_all_words(store: Sessions) -> None:
+    a, b = store.session("a"), store.session("b")
+    a.append_message(text("1", "deployment of the service failed"))
+    b.append_message(text("2", "the service deployment failed"))
+    assert ids_of(a.search("deployment failed")) == []
+    assert ids_of(b.search("deployment failed")) == ["2"]
+    hits = store.search("failed deployment")
+    assert sorted((h.session_id, h.id) for h in hits) == [("a", "1"), ("b", "2")]
+
+
+def test_search_is_scoped_to_the_session(store: Sessions) -> None:
+    store.session("x").append_message(text("m", "shared word"))
+    store.session("y").append_message(text("m", "shared word"))
+    assert [h.session_id for h in store.session("x").search("shared")] == ["x"]
+
+
+def test_only_text_parts_are_indexed(store: Sessions) -> None:
+    s = store.session()
+    s.append_message({"id": "r", "role": "assistant", "parts": [
+        {"type": "reasoning", "text": "secretthought"},
+        {"type": "tool-x", "toolCallId": "c", "state": "output-available",
+         "input": {"q": "toolinput"}, "output": "tooloutput"},
+        {"type": "text", "text": "visible answer"},
+    ], "metadata": {"note": "metaword"}})
+    for word in ("secretthought", "toolinput", "tooloutput", "metaword"):
+        assert s.search(word) == []
+    assert ids_of(s.search("visible")) == ["r"]
+
+
+def test_stemming_and_ranking(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("once", "a note mentioning running once among many other words here"))
+    s.append_message(text("many", "running running running"))
+    hits = s.search("run")
+    assert ids_of(hits) == ["many", "once"]
+
+
+def test_limit(store: Sessions) -> None:
+    s = store.session()
+    for i in range(30):
+        s.append_message(text(f"m{i}", "common term"))
+    assert len(s.search("common")) == 20
+    assert len(s.search("common", limit=5)) == 5
+    assert s.search("common", limit=0) == []
+
+
+def test_backfill_covers_messages_with_continuation_rows(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("big", "needle " + "hay " * 600_000))
+    s.append_message(text("small", "needle small"))
+    other = store.session("other")
+    other.append_message(text("o", "needle elsewhere"))
+    assert sorted(ids_of(s.search("needle"))) == ["big", "small"]
+    assert len(store.search("needle")) == 3
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', '""', "*", "NEAR(", "a OR b", "-x", "AND", "col:val", "(", "^", "':", "  ",
+     "", "...", "日本語", "émigré", "x" * 10_000, "word " * 2000],
+)
+def test_adversarial_queries_never_raise(store: Sessions, query: str) -> None:
+    s = store.session()
+    s.append_message(text("m", 'plain words with "quotes" OR operators NEAR( things 日本語 émigré'))
+    assert isinstance(s.search(query), list)
+    assert isinstance(store.search(query), list)
+
+
+def test_operators_are_matched_as_words(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("m", "cats OR dogs"))
+    s.append_message(text("n", "cats and dogs"))
+    assert ids_of(s.search("cats OR dogs")) == ["m"]
+    assert s.search("") == []
+
+
+# --- change feed ----------------------------------------------------------------------------
+
+
+def test_dispatches_the_feed_in_order_with_stored_messages(store: Sessions) -> None:
+    s = store.session("feed")
+    events: list[ChangeEvent] = []
+    store.subscribe(events.append)
+    s.append_message(text("a", "one"))
+    s.append_message(text("a", "changed"))
+    s.update_message(text("a", "two"))
+    s.delete_messages(["a"])
+    s.clear_messages()
+    assert [(e.type, e.inserted) for e in events] == [
+        ("append", True), ("append", False), ("update", None), ("delete", None), ("clear", None)
+    ]
+    assert events[0].message == text("a", "one")
+    assert events[1].message == text("a", "one")  # the stored row, not the input
+    assert events[2].message == text("a", "two")
+    assert events[3].message_ids == ["a"]
+    assert all(e.session_id == "feed" for e in events)
+
+
+def test_reports_imports_and_direct_compactions(store: Sessions) -> None:
+    s = store.session()
+    events: list[ChangeEvent] = []
+    store.subscribe(events.append)
+    s.append_message(text("a", "1"))
+    s.append_message(text("b", "2"), parent_id="a")
+    s.import_message(text("c", "3"), parent_id="b", created_at=5)
+    rec = s.add_compaction("summary", "a", "b")
+    assert [e.type for e in events] == ["append", "append", "import", "compaction"]
+    assert events[1].parent_id == "a"
+    assert events[2].message == text("c", "3") and events[2].parent_id == "b"
+    assert events[3].compaction == rec and events[3].compaction is not None
+    assert events[3].compaction.summary == "summary"
+
+
+def test_parent_id_is_reported_as_passed(store: Sessions) -> None:
+    from convostore import UNSET
+
+    s = store.session()
+    events: list[ChangeEvent] = []
+    store.subscribe(events.append)
+    s.append_message(text("a", "1"))
+    s.append_message(text("b", "1"), parent_id=None)
+    s.append_message(text("c", "1"), parent_id="unknown")
+    assert [e.parent_id for e in events] == [UNSET, None, "unknown"]
+
+
+def test_a_raising_listener_is_logged_and_does_not_stop_others(
+    store: Sessions, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[str] = []
+
+    def bad(event: ChangeEvent) -> None:
+        raise RuntimeError("listener broke")
+
+    store.subscribe(lambda e: seen.append("first:" + e.type))
+    store.subscribe(bad)
+    store.subscribe(lambda e: seen.append("last:" + e.type))
+    with caplog.at_level(logging.ERROR, logger="convostore"):
+        r = store.session().append_message(text("a", "x"))
+    assert r.inserted
+    assert seen == ["first:append", "last:append"]
+    assert "listener broke" in caplog.text
+    assert store.session().get_message("a") == text("a", "x")
+
+
+def test_listeners_may_read_the_store_inside_the_callback(store: Sessions) -> None:
+    s = store.session()
+    seen: list[Any] = []
+
+    def reader(event: ChangeEvent) -> None:
+        seen.append((event.type, ids(s.get_history()), s.get_token_estimate() > 0))
+
+    store.subscribe(reader)
+    s.append_message(text("a", "hello"))
+    s.append_message(text("b", "world"))
+    assert seen == [("append", ["a"], True), ("append", ["a", "b"], True)]
+
+
+def test_unsubscribe(store: Sessions) -> None:
+    events: list[ChangeEvent] = []
+    unsubscribe = store.subscribe(events.append)
+    store.session().append_message(text("a", "1"))
+    unsubscribe()
+    unsubscribe()
+    store.session().append_message(text("b", "1"))
+    assert [e.message["id"] for e in events if e.message] == ["a"]
+
+
+def test_events_fire_after_commit(store: Sessions) -> None:
+    s = store.session()
+    observed: list[Any] = []
+    store.subscribe(lambda e: observed.append(s.get_message("a")))
+    s.append_message(text("a", "committed"))
+    assert observed == [text("a", "committed")]

@@ -1,0 +1,413 @@
+"""The write path: append, update, upsert, delete, clear, import (behaviour.md §2, §11.1)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from _helpers import ids, text
+
+from convostore import (
+    ChangeEvent,
+    InvalidMessage,
+    InvalidMessageType,
+    Sessions,
+)
+
+
+def test_appends_a_chain_follows_the_latest_leaf_and_round_trips(store: Sessions) -> None:
+    s = store.session()
+    msgs = [text("m1", "one"), text("m2", "two", "assistant"), text("m3", "three")]
+    for m in msgs:
+        r = s.append_message(m)
+        assert r.inserted and r.message == m
+    assert s.get_history() == msgs
+    assert s.get_latest_leaf() == msgs[2]
+    assert [r.id for r in s.get_history_row_stats()] == ["m1", "m2", "m3"]
+    assert list(s.history()) == msgs
+
+
+def test_is_idempotent_on_ids_and_returns_the_stored_row(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("dup", "first"))
+    r = s.append_message(text("dup", "second"))
+    assert not r.inserted
+    assert r.message == text("dup", "first")
+    assert s.get_history() == [text("dup", "first")]
+
+
+def test_branches_with_an_explicit_parent_and_lists_siblings(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "root"))
+    s.append_message(text("b1", "first answer", "assistant"))
+    s.append_message(text("b2", "second answer", "assistant"), parent_id="a")
+    assert ids(s.get_branches("a")) == ["b1", "b2"]
+    assert ids(s.get_history()) == ["a", "b2"]
+    assert ids(s.get_history(leaf_id="b1")) == ["a", "b1"]
+    assert s.get_latest_leaf() == text("b2", "second answer", "assistant")
+
+
+def test_null_parent_is_a_root_and_unknown_parents_fall_back_to_root(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("r1", "x"))
+    s.append_message(text("r2", "y"), parent_id=None)
+    assert ids(s.get_history()) == ["r2"]
+    s.append_message(text("r3", "z"), parent_id="nope")
+    assert ids(s.get_history()) == ["r3"]
+    s.append_message(text("r4", "w"), parent_id="")
+    assert ids(s.get_history()) == ["r4"]
+
+
+def test_a_parent_from_another_session_is_a_root(store: Sessions) -> None:
+    store.session("other").append_message(text("foreign", "x"))
+    s = store.session("mine")
+    s.append_message(text("a", "x"))
+    s.append_message(text("b", "y"), parent_id="foreign")
+    assert ids(s.get_history()) == ["b"]
+
+
+def test_update_replaces_content_in_place_and_returns_none_for_unknown(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("u1", "before"))
+    s.append_message(text("u2", "after it"))
+    stored = s.update_message(text("u1", "after"))
+    assert stored == text("u1", "after")
+    assert s.get_history() == [text("u1", "after"), text("u2", "after it")]
+    assert s.update_message(text("ghost", "x")) is None
+    assert s.get_message("ghost") is None
+    assert store.storage_stats().messages == 2
+
+
+def test_update_never_moves_a_message(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "1"))
+    s.append_message(text("b", "2"))
+    s.append_message(text("c", "3"))
+    s.update_message(text("a", "changed"))
+    assert ids(s.get_history()) == ["a", "b", "c"]
+    assert s.get_latest_leaf() is not None and s.get_latest_leaf()["id"] == "c"  # type: ignore[index]
+
+
+def test_unchanged_update_writes_nothing_and_emits_nothing(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("n", "same"))
+    events: list[ChangeEvent] = []
+    store.subscribe(events.append)
+    assert s.update_message(text("n", "same")) == text("n", "same")
+    assert events == []
+
+
+def test_upsert_appends_new_and_updates_existing_without_moving(store: Sessions) -> None:
+    s = store.session()
+    r = s.upsert_message(text("x", "1"))
+    assert r.inserted
+    s.append_message(text("y", "2"))
+    r = s.upsert_message(text("x", "1b"), parent_id=None)
+    assert not r.inserted and r.message == text("x", "1b")
+    assert s.get_history() == [text("x", "1b"), text("y", "2")]
+
+
+def test_splices_children_to_the_grandparent_on_mid_chain_delete(store: Sessions) -> None:
+    s = store.session()
+    for i in (1, 2, 3):
+        s.append_message(text(f"s{i}", str(i)))
+    s.delete_messages(["s2"])
+    assert ids(s.get_history()) == ["s1", "s3"]
+    s.delete_messages(["s3"])
+    assert ids(s.get_history()) == ["s1"]
+    assert s.get_latest_leaf() == text("s1", "1")
+
+
+def test_bulk_deletes_spans_and_rewires_branch_boundaries(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("root", "r"))
+    s.append_message(text("l1", "l1"))
+    s.append_message(text("l2", "l2"))
+    s.append_message(text("leftLeaf", "ll"))
+    s.append_message(text("right", "rr"), parent_id="root")
+    s.delete_messages(["l1", "l2"])
+    assert ids(s.get_history(leaf_id="leftLeaf")) == ["root", "leftLeaf"]
+    s.delete_messages(["root", "leftLeaf"])
+    assert ids(s.get_history(leaf_id="right")) == ["right"]
+    assert ids(s.get_history()) == ["right"]
+
+
+def test_deleting_the_leaf_makes_the_newest_remaining_row_the_leaf(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "a"))
+    s.append_message(text("b", "b"))
+    s.append_message(text("c", "c"), parent_id="a")
+    s.delete_messages(["c"])
+    assert ids(s.get_history()) == ["a", "b"]
+
+
+def test_delete_of_nothing_writes_nothing_but_reports(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "a"))
+    events: list[ChangeEvent] = []
+    store.subscribe(events.append)
+    s.delete_messages([])
+    s.delete_messages(["missing", "missing"])
+    assert [e.message_ids for e in events] == [[], ["missing", "missing"]]
+    assert ids(s.get_history()) == ["a"]
+
+
+def test_clears_messages_and_compactions_of_one_session_only(store: Sessions) -> None:
+    s, other = store.session("a"), store.session("b")
+    s.append_message(text("m1", "x"))
+    s.append_message(text("m2", "y"))
+    s.add_compaction("sum", "m1", "m2")
+    other.append_message(text("m1", "kept"))
+    s.clear_messages()
+    assert s.get_history() == []
+    assert s.get_compactions() == []
+    assert s.get_latest_leaf() is None
+    assert other.get_history() == [text("m1", "kept")]
+    s.append_message(text("again", "z"))
+    assert ids(s.get_history()) == ["again"]
+
+
+def test_ids_repeat_across_sessions_independently(store: Sessions) -> None:
+    left, right = store.session("left"), store.session("right")
+    left.append_message(text("same", "L"))
+    right.append_message(text("same", "R"))
+    assert left.get_message("same") == text("same", "L")
+    right.update_message(text("same", "R2"))
+    assert left.get_message("same") == text("same", "L")
+    left.delete_messages(["same"])
+    assert right.get_message("same") == text("same", "R2")
+    assert left.get_message("same") is None
+
+
+def test_handles_are_cached_per_id(store: Sessions) -> None:
+    assert store.session("x") is store.session("x")
+    assert store.session() is store.session("")
+    assert store.session("x") is not store.session("y")
+
+
+# --- import -------------------------------------------------------------------------------
+
+
+def test_imports_with_explicit_parent_and_timestamp(store: Sessions) -> None:
+    s = store.session()
+    s.import_message(text("i1", "first"), parent_id=None, created_at=1_700_000_000_000)
+    s.import_message(text("i2", "second"), parent_id="i1", created_at=1_700_000_001_000)
+    assert ids(s.get_history()) == ["i1", "i2"]
+    assert s.get_latest_leaf() == text("i2", "second")
+    hits = s.search("second")
+    assert [(h.id, h.created_at) for h in hits] == [("i2", 1_700_000_001_000)]
+
+
+def test_import_is_idempotent_and_reports_only_what_it_wrote(store: Sessions) -> None:
+    s = store.session()
+    events: list[ChangeEvent] = []
+    store.subscribe(events.append)
+    assert s.import_message(text("d", "first"), parent_id=None, created_at=1).inserted
+    assert not s.import_message(text("d", "second"), parent_id=None, created_at=2).inserted
+    assert s.get_message("d") == text("d", "first")
+    assert [(e.type, e.message, e.parent_id) for e in events] == [
+        ("import", text("d", "first"), None)
+    ]
+
+
+def test_import_is_verbatim(store: Sessions) -> None:
+    msg = {
+        "id": "v",
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "text": "  "},
+            {"type": "text", "text": "x", "providerMetadata": {"openai": {"itemId": "i"}}},
+        ],
+        "metadata": {"channel": "kept"},
+    }
+    store2 = store
+    s = store2.session()
+    s.import_message(msg, parent_id=None, created_at=5)
+    assert s.get_message("v") == msg
+
+
+def test_import_with_an_unknown_parent_reads_as_a_root(store: Sessions) -> None:
+    s = store.session()
+    s.import_message(text("a", "a"), parent_id=None, created_at=1)
+    s.import_message(text("b", "b"), parent_id="not-yet", created_at=2)
+    assert ids(s.get_history()) == ["b"]
+    # a parent imported later does not create a cycle or reattach the earlier row
+    s.import_message(text("not-yet", "late"), parent_id="b", created_at=3)
+    assert ids(s.get_history()) == ["b", "not-yet"]
+
+
+# --- sanitising and reserved keys ----------------------------------------------------------
+
+
+def test_sanitises_openai_item_ids_and_blank_reasoning(store: Sessions) -> None:
+    s = store.session()
+    msg = {
+        "id": "a",
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "text": "   "},
+            {"type": "reasoning", "text": "", "providerMetadata": {"anthropic": {"sig": "x"}}},
+            {
+                "type": "text",
+                "text": "hi",
+                "providerMetadata": {"openai": {"itemId": "msg_1"}},
+                "callProviderMetadata": {
+                    "openai": {"itemId": "x", "reasoningEncryptedContent": "e", "keep": 1},
+                    "other": {"itemId": "stays"},
+                },
+            },
+        ],
+    }
+    stored = s.append_message(msg).message
+    expected = {
+        "id": "a",
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "text": "", "providerMetadata": {"anthropic": {"sig": "x"}}},
+            {
+                "type": "text",
+                "text": "hi",
+                "callProviderMetadata": {
+                    "openai": {"keep": 1},
+                    "other": {"itemId": "stays"},
+                },
+            },
+        ],
+    }
+    assert stored == expected
+    assert s.get_message("a") == expected
+    assert msg["parts"][0] == {"type": "reasoning", "text": "   "}  # input untouched
+
+
+def test_strips_reserved_metadata_only_from_client_writes(
+    open_store: Callable[..., Sessions],
+) -> None:
+    store = open_store(reserved_metadata_keys=["channel", "turnMetadata"])
+    s = store.session()
+    m = {**text("c1", "x"), "metadata": {"channel": "forged", "other": 2}}
+    assert s.append_message(m, source="client").message["metadata"] == {"other": 2}
+    assert s.get_message("c1") == {**text("c1", "x"), "metadata": {"other": 2}}
+    upd = {**text("c1", "y"), "metadata": {"turnMetadata": {"admin": True}, "other": 3}}
+    s.update_message(upd, source="client")
+    assert s.get_message("c1") == {**text("c1", "y"), "metadata": {"other": 3}}
+    s.append_message({**text("s1", "x"), "metadata": {"channel": "server"}})
+    assert s.get_message("s1") == {**text("s1", "x"), "metadata": {"channel": "server"}}
+    only = {**text("c2", "x"), "metadata": {"channel": "forged"}}
+    assert s.append_message(only, source="client").message == text("c2", "x")
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "error", "field"),
+    [
+        ("not a message", InvalidMessageType, "message"),
+        ({"id": 5, "role": "user", "parts": []}, InvalidMessageType, "id"),
+        ({"id": "x", "role": None, "parts": []}, InvalidMessageType, "role"),
+        ({"id": "x", "role": "user", "parts": "text"}, InvalidMessageType, "parts"),
+        ({"id": "x", "role": "user"}, InvalidMessageType, "parts"),
+        (
+            {"id": "x", "role": "user", "parts": [{"type": "text", "text": math.nan}]},
+            InvalidMessage,
+            "parts[0].text",
+        ),
+        (
+            {"id": "x", "role": "user", "parts": [{"type": "data-x", "data": b"raw"}]},
+            InvalidMessage,
+            "parts[0].data",
+        ),
+        (
+            {"id": "x", "role": "user", "parts": [], "metadata": {"tags": {1, 2}}},
+            InvalidMessage,
+            "metadata.tags",
+        ),
+        (
+            {"id": "x", "role": "user", "parts": [], "metadata": {"o": object()}},
+            InvalidMessage,
+            "metadata.o",
+        ),
+    ],
+)
+def test_bad_input_names_the_field_and_writes_nothing(
+    store: Sessions, message: Any, error: type[Exception], field: str
+) -> None:
+    s = store.session()
+    events: list[ChangeEvent] = []
+    store.subscribe(events.append)
+    for write in (s.append_message, s.upsert_message):
+        with pytest.raises(error) as info:
+            write(message)
+        assert getattr(info.value, "field", None) == field
+        assert field in str(info.value)
+    with pytest.raises(error):
+        s.import_message(message)
+    assert issubclass(error, (TypeError, ValueError))
+    assert s.get_history() == []
+    assert store.storage_stats().messages == 0
+    assert events == []
+
+
+def test_a_missing_id_is_generated(store: Sessions) -> None:
+    s = store.session()
+    r = s.append_message({"role": "user", "parts": [{"type": "text", "text": "hi"}]})
+    assert r.inserted and isinstance(r.message["id"], str) and r.message["id"]
+    assert s.get_message(r.message["id"]) == r.message
+
+
+def test_bad_update_input_writes_nothing(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("a", "keep"))
+    with pytest.raises(InvalidMessage):
+        s.update_message({"id": "a", "role": "user", "parts": [{"t": math.inf}]})
+    assert s.get_message("a") == text("a", "keep")
+
+
+# --- lossless content ---------------------------------------------------------------------
+
+
+def test_round_trips_key_order_unicode_and_lone_surrogates(store: Sessions) -> None:
+    s = store.session()
+    msg = {
+        "role": "assistant",
+        "id": "k",
+        "parts": [
+            {"text": "z first", "type": "text"},
+            {"type": "text", "text": "lone \ud800 and \udfff, pair 😀, é, 漢, nul \x00 end"},
+            {"type": "data-x", "data": {"b": 1, "a": [1.5, -0.0, 10**20, None, True, "\u2028"]}},
+        ],
+        "metadata": {"z": 1, "a": 2},
+    }
+    s.append_message(msg)
+    got = s.get_message("k")
+    assert got == msg
+    assert got is not None and list(got) == ["role", "id", "parts", "metadata"]
+    assert list(got["parts"][0]) == ["text", "type"]
+    assert list(got["metadata"]) == ["z", "a"]
+
+
+def test_concurrent_threads_append_one_linear_chain(store: Sessions) -> None:
+    import threading
+
+    s = store.session("t")
+    n_threads, per = 4, 25
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(per):
+                s.append_message(text(f"t{k}-{i}", f"message {i} of {k}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    history = s.get_history()
+    assert len(history) == n_threads * per
+    assert len(set(ids(history))) == n_threads * per
