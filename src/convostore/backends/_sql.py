@@ -17,12 +17,12 @@ locking. Tables (all keyed by session id first, so they shard by session):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from array import array
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..codec import ROW_BUDGET
-from .base import CompactionRow, ContentRow, FtsHit, NewRow, PathArrays, PathRow, RowMeta
+from .base import CompactionRow, ContentRow, NewRow, PathArrays, PathRow, RowMeta
 
 SCHEMA_VERSION = 2
 """The schema this version writes; opening an older database migrates it."""
