@@ -289,6 +289,15 @@ def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str] | None:
     return None
 
 
+def may_carry_media(text: str) -> bool:
+    """Cheap test on a message's JSON text: could the attachment walk find anything in it?
+
+    Every carrier has a ``"data:...`` URL or a ``"mediaType"`` key, and every stored reference
+    is a pointer string, so text with none of them needs no walk.
+    """
+    return '"data:' in text or '"mediaType"' in text or POINTER_PREFIX in text
+
+
 def extract_attachments(message: Message) -> tuple[Message, list[Payload], list[str]]:
     """Move inline media out of ``message["parts"]``.
 

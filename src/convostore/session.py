@@ -156,8 +156,13 @@ class Session:
             message = codec.sanitize_message(message)
             if source == "client":
                 message = codec.strip_reserved_metadata(message, self._store.reserved_metadata_keys)
-        stored, payloads, hashes = codec.extract_attachments(message)
-        text = codec.dumps(stored)
+        text = codec.dumps(message)
+        payloads: list[codec.Payload] = []
+        hashes: list[str] = []
+        if codec.may_carry_media(text):
+            stored, payloads, hashes = codec.extract_attachments(message)
+            if stored is not message:
+                text = codec.dumps(stored)
         slices = codec.split_content(text)
         return _Prepared(
             message=message,
@@ -194,15 +199,15 @@ class Session:
         """Insert a new row; returns its resolved parent, or False if the id already existed."""
         sid, msg = self.session_id, prep.message
         with self._store._backend.write(sid) as ops:
-            if ops.row_meta(sid, msg["id"]) is not None:
+            exists, tail_id, max_seq = ops.append_probe(sid, msg["id"])
+            if exists:
                 return False
-            tail = ops.tail(sid)
-            seq = tail[1] + 1 if tail else 1
+            seq = max_seq + 1
             parent: str | None
             if verbatim:
                 parent = parent_id
             elif parent_id is UNSET:
-                parent = tail[0] if tail else None
+                parent = tail_id
             elif not parent_id:
                 parent = None
             else:

@@ -79,6 +79,17 @@ class SqlOps:
         )
         return None if row is None else (row[0], row[1])
 
+    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]:
+        """(does ``id`` exist, the newest row's id, the highest seq) in one statement."""
+        row = self._one(
+            f"SELECT EXISTS (SELECT 1 FROM {M} WHERE session_id = ? AND id = ?), "
+            f"(SELECT id FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
+            f"(SELECT max(seq) FROM {M} WHERE session_id = ?)",
+            (session_id, id, session_id, session_id),
+        )
+        assert row is not None
+        return bool(row[0]), row[1], int(row[2] or 0)
+
     def row_meta(self, session_id: str, id: str) -> RowMeta | None:
         row = self._one(
             f"SELECT id, seq, parent_id, role, content_chunks, token_estimate, bytes FROM {M} "

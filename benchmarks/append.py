@@ -1,0 +1,191 @@
+"""Append throughput: convostore against a raw sqlite3 baseline, measured in the same run.
+
+For each durability mode (synchronous=NORMAL and FULL, both WAL) it measures appends per second
+into a session of 10 messages and one of 100,000, and the raw baseline (one INSERT and COMMIT per
+message, same journal and synchronous settings, the message JSON-encoded as convostore does).
+With ``--compaction`` it also measures appends with auto-compaction configured (a threshold
+never reached, so every append pays the estimate check) into sessions of 100 and 100,000.
+
+    python benchmarks/append.py                # full sizes
+    python benchmarks/append.py --big 20000    # quicker
+
+Targets (issue 2 and 4): big/small within 1.3x; >= 0.5x raw with NORMAL, >= 0.8x with FULL;
+auto-compaction big/small within 1.5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+from convostore import CompactResult, Sessions  # noqa: E402
+
+
+def realistic_messages(seed: int = 0) -> Iterator[dict[str, Any]]:
+    """An endless agent conversation: user text, assistant text, tool results of 1-20 KB."""
+    rng = random.Random(seed)
+    words = [
+        "the", "deploy", "build", "service", "failed", "retry", "config", "token", "cache",
+        "request", "user", "agent", "database", "index", "query", "latency", "memory", "error",
+        "result", "value", "file", "path",
+    ]
+    n = 0
+
+    def sentence(chars: int) -> str:
+        out: list[str] = []
+        size = 0
+        while size < chars:
+            w = rng.choice(words)
+            out.append(w)
+            size += len(w) + 1
+        return " ".join(out)[:chars]
+
+    while True:
+        n += 1
+        kind = n % 3
+        if kind == 1:
+            yield {"id": f"u{seed}-{n}", "role": "user",
+                   "parts": [{"type": "text", "text": sentence(rng.randint(50, 500))}]}
+        elif kind == 2:
+            yield {"id": f"a{seed}-{n}", "role": "assistant",
+                   "parts": [{"type": "text", "text": sentence(rng.randint(200, 3000))}]}
+        else:
+            rows = [{"line": i, "text": sentence(60)} for i in range(rng.randint(12, 250))]
+            yield {"id": f"t{seed}-{n}", "role": "assistant", "parts": [{
+                "type": "tool-search", "toolCallId": f"call_{n}", "state": "output-available",
+                "input": {"query": sentence(30)}, "output": {"rows": rows}}]}
+
+
+def build(store: Sessions, session_id: str, count: int) -> None:
+    """Fill a session quickly through the public import path (one linear chain)."""
+    s = store.session(session_id)
+    prev = None
+    for i, m in zip(range(count), realistic_messages(seed=len(session_id)), strict=False):
+        s.import_message(m, parent_id=prev, created_at=i)
+        prev = m["id"]
+
+
+def timed(fn: Callable[[], None], repeats: int) -> float:
+    """Median seconds of ``repeats`` runs of ``fn``."""
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def bench_convostore(path: str, durability: str, session_id: str, n: int, repeats: int,
+                     configure: Callable[[Any], None] | None = None) -> float:
+    store = Sessions.open(path, durability=durability)  # type: ignore[arg-type]
+    s = store.session(session_id)
+    if configure:
+        configure(s)
+    source = realistic_messages(seed=random.randint(10_000, 99_999))
+    batch = [next(source) for _ in range(n * repeats)]
+    it = iter(batch)
+
+    def run() -> None:
+        for _ in range(n):
+            s.append_message(next(it))
+
+    secs = timed(run, repeats)
+    store.close()
+    return n / secs
+
+
+def bench_raw(path: str, durability: str, n: int, repeats: int) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    conn.execute("CREATE TABLE IF NOT EXISTS raw (session_id TEXT, id TEXT, seq INTEGER, "
+                 "content TEXT, PRIMARY KEY (session_id, id))")
+    source = realistic_messages(seed=random.randint(100_000, 999_999))
+    batch = [next(source) for _ in range(n * repeats)]
+    it = iter(batch)
+    seq = [0]
+
+    def run() -> None:
+        for _ in range(n):
+            m = next(it)
+            seq[0] += 1
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO raw VALUES (?,?,?,?)",
+                         ("s", m["id"], seq[0], json.dumps(m, separators=(",", ":"),
+                                                           ensure_ascii=False)))
+            conn.execute("COMMIT")
+
+    secs = timed(run, repeats)
+    conn.close()
+    return n / secs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--big", type=int, default=100_000, help="size of the big session")
+    ap.add_argument("--appends", type=int, default=300, help="appends per timed run")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-compaction", action="store_true", help="skip the auto-compaction part")
+    args = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="convostore-bench-")
+    path = os.path.join(tmp, "append.db")
+    t0 = time.perf_counter()
+    with Sessions.open(path) as store:
+        build(store, "small", 10)
+        build(store, "hundred", 100)
+        build(store, "big", args.big)
+    print(f"built sessions of 10, 100 and {args.big:,} messages in "
+          f"{time.perf_counter() - t0:.1f} s ({os.path.getsize(path) / 1e6:.0f} MB)")
+    print(f"each figure: median of {args.repeats} runs of {args.appends} appends\n")
+
+    results: list[tuple[str, bool]] = []
+    print(f"{'durability':<10} {'workload':<34} {'appends/s':>10} {'vs raw':>8}")
+    for durability in ("normal", "full"):
+        n = args.appends if durability == "normal" else max(50, args.appends // 3)
+        raw = bench_raw(os.path.join(tmp, f"raw-{durability}.db"), durability, n, args.repeats)
+        small = bench_convostore(path, durability, "small", n, args.repeats)
+        big = bench_convostore(path, durability, "big", n, args.repeats)
+        print(f"{durability:<10} {'raw sqlite3 INSERT+COMMIT':<34} {raw:>10,.0f} {1:>8.2f}")
+        print(f"{durability:<10} {'convostore, session of 10':<34} {small:>10,.0f} "
+              f"{small / raw:>8.2f}")
+        print(f"{durability:<10} {f'convostore, session of {args.big:,}':<34} {big:>10,.0f} "
+              f"{big / raw:>8.2f}")
+        floor = 0.5 if durability == "normal" else 0.8
+        results.append((f"{durability}: small/big within 1.3x ({small / big:.2f})",
+                        small / big <= 1.3))
+        results.append((f"{durability}: >= {floor}x raw ({min(small, big) / raw:.2f})",
+                        min(small, big) / raw >= floor))
+
+    if not args.no_compaction:
+        def configure(s: Any) -> None:
+            s.on_compaction(lambda msgs: CompactResult(msgs[0]["id"], msgs[-1]["id"], "s"))
+            s.compact_after(10**12)
+
+        n = args.appends
+        hundred = bench_convostore(path, "normal", "hundred", n, args.repeats, configure)
+        big = bench_convostore(path, "normal", "big", n, args.repeats, configure)
+        print(f"{'normal':<10} {'auto-compaction on, session of 100':<34} {hundred:>10,.0f}")
+        print(f"{'normal':<10} {f'auto-compaction on, {args.big:,}':<34} {big:>10,.0f}")
+        results.append((f"auto-compaction: 100/big within 1.5x ({hundred / big:.2f})",
+                        hundred / big <= 1.5))
+
+    print()
+    for label, ok in results:
+        print(f"{'PASS' if ok else 'FAIL'}  {label}")
+    return 0 if all(ok for _, ok in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
