@@ -1,0 +1,497 @@
+"""Where context blocks get their content: provider protocols and the built-in providers.
+
+A provider's kind is read from its shape (behaviour.md §10.2), never from a base class:
+
+- ``get()`` only: a read-only block (:class:`ContextProvider`);
+- ``get()`` + ``set(content)``: writable through ``set_context`` (:class:`WritableContextProvider`);
+- ``get()`` + ``load(key)`` (+ optional ``set(key, content, description=None)``): a skill
+  collection whose ``get()`` lists the documents (:class:`SkillProvider`);
+- ``get()`` + ``search(query)`` (+ optional ``set(key, content)``): a searchable collection whose
+  ``get()`` is a summary (:class:`SearchProvider`);
+- any of them may also have ``init(label)``, called with the block's label before each load.
+
+Each method may be sync or return an awaitable; both faces of the context accept either.
+
+Built-ins kept in the convostore database itself, through the public session API only:
+
+- :class:`StoreContextProvider` -- one block's text, as one message (id ``content``, a
+  ``data-convostore-context`` part, so the text stays out of the message search index) in the
+  session ``convostore:context:<key>``. The default provider of a block, and the prompt cache.
+- :class:`StoreSearchProvider` -- entries as text messages (id = entry key) in the session
+  ``convostore:search:<label>``, searched with that session's full-text search.
+- :class:`DirectorySkillProvider` -- one file per skill in a directory.
+
+Session ids starting with ``convostore:`` (:data:`RESERVED_PREFIX`) are reserved for this module:
+they appear in ``Sessions.list_sessions()`` and cross-session search like any other session.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Awaitable, Iterable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, Union, runtime_checkable
+
+from ._ops import Call, Gen, arun, run
+
+T = TypeVar("T")
+MaybeAwaitable = Union[T, Awaitable[T]]  # noqa: UP007 (a runtime alias: `|` cannot hold a TypeVar here)
+"""A provider method may return its value or an awaitable of it."""
+
+RESERVED_PREFIX = "convostore:"
+"""Session ids starting with this are used by :mod:`convostore.context` for its own data."""
+CONTEXT_PREFIX = "convostore:context:"
+"""Session id prefix of a :class:`StoreContextProvider` key (blocks and cached prompts)."""
+SEARCH_PREFIX = "convostore:search:"
+"""Session id prefix of a :class:`StoreSearchProvider` label."""
+
+_CONTENT_ID = "content"
+_CONTENT_PART = "data-convostore-context"
+_SEARCH_LIMIT = 10
+_WORD_CANDIDATES = 500
+
+
+# --- protocols ---------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class ContextProvider(Protocol):
+    """A read-only block: ``get()`` returns its text, or None for an empty block."""
+
+    def get(self) -> MaybeAwaitable[str | None]:
+        """The block's current content."""
+        ...
+
+
+@runtime_checkable
+class WritableContextProvider(Protocol):
+    """A block the model may rewrite: ``set(content)`` stores the whole text."""
+
+    def get(self) -> MaybeAwaitable[str | None]:
+        """The block's current content."""
+        ...
+
+    def set(self, content: str) -> MaybeAwaitable[None]:
+        """Replace the block's content."""
+        ...
+
+
+@runtime_checkable
+class SkillProvider(Protocol):
+    """A collection of documents loaded on demand; ``get()`` returns the listing.
+
+    An optional ``set(key, content, description=None)`` lets the model add documents.
+    """
+
+    def get(self) -> MaybeAwaitable[str | None]:
+        """The listing shown in the prompt, e.g. ``- pirate-style: Talk like a pirate``."""
+        ...
+
+    def load(self, key: str) -> MaybeAwaitable[str | None]:
+        """The full document, or None when there is none under ``key``."""
+        ...
+
+
+@runtime_checkable
+class SearchProvider(Protocol):
+    """A searchable collection; ``get()`` returns a summary, ``search()`` the rendered hits.
+
+    An optional ``set(key, content)`` lets the model add or replace entries.
+    """
+
+    def get(self) -> MaybeAwaitable[str | None]:
+        """A one-line summary, e.g. ``"3 entries indexed."``."""
+        ...
+
+    def search(self, query: str) -> MaybeAwaitable[str | None]:
+        """The hits as text, or None when nothing matches."""
+        ...
+
+
+def is_writable(provider: object) -> bool:
+    """A provider is writable when it has a callable ``set``."""
+    return callable(getattr(provider, "set", None))
+
+
+def is_skill(provider: object) -> bool:
+    """A provider is a skill collection when it has a callable ``load``."""
+    return callable(getattr(provider, "load", None))
+
+
+def is_searchable(provider: object) -> bool:
+    """A provider is searchable when it has a callable ``search``."""
+    return callable(getattr(provider, "search", None))
+
+
+# --- store-backed providers --------------------------------------------------------------------
+
+
+def _content_message(content: str) -> dict[str, Any]:
+    return {
+        "id": _CONTENT_ID,
+        "role": "system",
+        "parts": [{"type": _CONTENT_PART, "data": {"content": content}}],
+    }
+
+
+def _content_of(message: object) -> str | None:
+    if not isinstance(message, dict):
+        return None
+    for part in message.get("parts") or ():
+        if isinstance(part, dict) and part.get("type") == _CONTENT_PART:
+            data = part.get("data")
+            if isinstance(data, dict) and isinstance(data.get("content"), str):
+                content: str = data["content"]
+                return content
+    return None
+
+
+class _StoreContextBase:
+    """The behaviour of :class:`StoreContextProvider` and its async twin, as op generators."""
+
+    def __init__(self, store: Any, key: str | None = None) -> None:
+        if key is not None and (not isinstance(key, str) or not key):
+            raise TypeError("key must be a non-empty string")
+        self._store = store
+        self._key = key
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} key={self._key!r}>"
+
+    @property
+    def key(self) -> str | None:
+        """The key naming the stored text (``None`` until given or set by :meth:`init`)."""
+        return self._key
+
+    def init(self, label: str) -> None:
+        """Use ``label`` as the key unless the constructor was given one."""
+        if self._key is None:
+            self._key = label
+
+    def _handle(self) -> Gen[Any]:
+        if self._key is None:
+            raise ValueError(f"{type(self).__name__} needs a key (or an init(label) call)")
+        handle = yield Call(self._store.session, (CONTEXT_PREFIX + self._key,))
+        return handle
+
+    def _get(self) -> Gen[str | None]:
+        handle = yield from self._handle()
+        message = yield Call(handle.get_message, (_CONTENT_ID,))
+        return _content_of(message)
+
+    def _set(self, content: str) -> Gen[None]:
+        if not isinstance(content, str):
+            raise TypeError(f"content must be a string, not {type(content).__name__}")
+        handle = yield from self._handle()
+        yield Call(handle.upsert_message, (_content_message(content),))
+
+
+class StoreContextProvider(_StoreContextBase):
+    """A writable block kept in the store: the default provider of :meth:`Context.with_context`.
+
+    :param store: a :class:`~convostore.Sessions`.
+    :param key: names the stored text (session ``convostore:context:<key>``); when omitted, the
+        block label passed to :meth:`init` is used.
+
+    ``get()`` is one point read; ``set()`` is one upsert (nothing is written when unchanged).
+    An empty string is a value, distinct from None (nothing stored).
+    """
+
+    def get(self) -> str | None:
+        """The stored text, or None when nothing was stored."""
+        return run(self._get())
+
+    def set(self, content: str) -> None:
+        """Store ``content``, replacing what was there."""
+        run(self._set(content))
+
+
+class AsyncStoreContextProvider(_StoreContextBase):
+    """Async twin of :class:`StoreContextProvider`, over a :class:`~convostore.AsyncSessions`."""
+
+    async def get(self) -> str | None:
+        """Async twin of :meth:`StoreContextProvider.get`."""
+        return await arun(self._get())
+
+    async def set(self, content: str) -> None:
+        """Async twin of :meth:`StoreContextProvider.set`."""
+        await arun(self._set(content))
+
+
+def _search_words(query: str) -> list[str]:
+    return [w for w in query.split() if any(c.isalnum() for c in w)]
+
+
+class _StoreSearchBase:
+    """The behaviour of :class:`StoreSearchProvider` and its async twin, as op generators."""
+
+    def __init__(self, store: Any, label: str | None = None, *, limit: int = _SEARCH_LIMIT) -> None:
+        if label is not None and (not isinstance(label, str) or not label):
+            raise TypeError("label must be a non-empty string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise TypeError("limit must be a positive int")
+        self._store = store
+        self._label = label
+        self._limit = limit
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} label={self._label!r}>"
+
+    @property
+    def label(self) -> str | None:
+        """The label the entries are kept under (``None`` until given or set by :meth:`init`)."""
+        return self._label
+
+    def init(self, label: str) -> None:
+        """Keep entries under ``label`` unless the constructor was given one."""
+        if self._label is None:
+            self._label = label
+
+    def _handle(self) -> Gen[Any]:
+        if self._label is None:
+            raise ValueError(f"{type(self).__name__} needs a label (or an init(label) call)")
+        handle = yield Call(self._store.session, (SEARCH_PREFIX + self._label,))
+        return handle
+
+    def _get(self) -> Gen[str | None]:
+        handle = yield from self._handle()
+        # Entries form one chain (each upsert attaches to the active leaf), so the path is the
+        # whole collection; row stats count it without reading any content.
+        stats = yield Call(handle.get_history_row_stats)
+        return f"{len(stats)} entries indexed." if stats else None
+
+    def _set(self, key: str, content: str) -> Gen[None]:
+        if not isinstance(key, str) or not key:
+            raise TypeError("an entry key must be a non-empty string")
+        if key.startswith("compaction_"):
+            raise ValueError(f"entry key {key!r}: keys starting with 'compaction_' are reserved")
+        if not isinstance(content, str):
+            raise TypeError(f"content must be a string, not {type(content).__name__}")
+        handle = yield from self._handle()
+        message = {"id": key, "role": "system", "parts": [{"type": "text", "text": content}]}
+        yield Call(handle.upsert_message, (message,))
+
+    def _search(self, query: str) -> Gen[str | None]:
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, not {type(query).__name__}")
+        words = _search_words(query)
+        if not words:
+            return None
+        handle = yield from self._handle()
+        limit = self._limit
+        # The session search matches its query as one phrase; entries must match every word,
+        # in any order. Phrase hits rank first, then entries holding each word separately.
+        hits = list((yield Call(handle.search, (query,), {"limit": limit})))
+        if len(words) > 1 and len(hits) < limit:
+            seen = {h.id for h in hits}
+            common: list[Any] | None = None
+            for word in words:
+                found = yield Call(handle.search, (word,), {"limit": _WORD_CANDIDATES})
+                if common is None:
+                    common = list(found)
+                else:
+                    ids = {h.id for h in found}
+                    common = [h for h in common if h.id in ids]
+                if not common:
+                    break
+            for h in common or ():
+                if h.id not in seen and len(hits) < limit:
+                    hits.append(h)
+                    seen.add(h.id)
+        if not hits:
+            return None
+        return "\n\n".join(f"[{h.id}]\n{h.content}" for h in hits)
+
+
+class StoreSearchProvider(_StoreSearchBase):
+    """Searchable entries kept in the store, found with its full-text search.
+
+    :param store: a :class:`~convostore.Sessions`.
+    :param label: the collection's name (session ``convostore:search:<label>``); when omitted,
+        the block label passed to :meth:`init` is used, so one provider class serves any block.
+    :param limit: most hits :meth:`search` returns (10, as the reference).
+
+    Full-text search is FTS5 on SQLite and ``tsvector`` on PostgreSQL (whatever the store's
+    session search uses); a query matches entries holding all of its words. Entries holding the
+    words as a phrase rank first; for words apart, candidates are the best 500 matches of each
+    word, so in a very large collection a rare combination of common words can be missed.
+    """
+
+    def get(self) -> str | None:
+        """``"<n> entries indexed."``, or None when there are none."""
+        return run(self._get())
+
+    def set(self, key: str, content: str) -> None:
+        """Add the entry ``key``, or replace its content."""
+        run(self._set(key, content))
+
+    def search(self, query: str) -> str | None:
+        """The best hits as ``[key]\\ncontent`` joined by a blank line, or None."""
+        return run(self._search(query))
+
+
+class AsyncStoreSearchProvider(_StoreSearchBase):
+    """Async twin of :class:`StoreSearchProvider`, over a :class:`~convostore.AsyncSessions`."""
+
+    async def get(self) -> str | None:
+        """Async twin of :meth:`StoreSearchProvider.get`."""
+        return await arun(self._get())
+
+    async def set(self, key: str, content: str) -> None:
+        """Async twin of :meth:`StoreSearchProvider.set`."""
+        await arun(self._set(key, content))
+
+    async def search(self, query: str) -> str | None:
+        """Async twin of :meth:`StoreSearchProvider.search`."""
+        return await arun(self._search(query))
+
+
+# --- directory skills --------------------------------------------------------------------------
+
+_FRONT = "---"
+_FIELD_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
+
+
+def _split_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """(fields, body) of a document that may open with a ``---`` front-matter block."""
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip("\r") != _FRONT:
+        return {}, text
+    for end in range(1, len(lines)):
+        if lines[end].rstrip("\r") == _FRONT:
+            fields: dict[str, str] = {}
+            for line in lines[1:end]:
+                match = _FIELD_RE.match(line.rstrip("\r"))
+                if match:
+                    value = match.group(2).strip()
+                    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                        value = value[1:-1]
+                    fields[match.group(1)] = value
+            return fields, "\n".join(lines[end + 1 :])
+    return {}, text
+
+
+class DirectorySkillProvider:
+    """Skills as files in a directory: ``<path>/<key>.md``, loaded on demand.
+
+    :param path: the directory (created by the first :meth:`set` if missing).
+    :param keys: an allow-list of keys; ``None`` or empty exposes every file. A key outside it is
+        not listed and loads as None without its file being read. :meth:`set` ignores it.
+    :param suffix: the file name ending of a skill (``.md``).
+
+    A key is the file's path relative to ``path`` without the suffix, with ``/`` between
+    directories (``tools/git`` is ``tools/git.md``). A skill's description is the
+    ``description:`` field of an optional front-matter block that opens the file::
+
+        ---
+        description: Talk like a pirate
+        ---
+        Arr! Always answer like a pirate.
+
+    :meth:`load` returns the text after the front matter. The listing (:meth:`get`) has one
+    line per skill, ``- key: description`` or ``- key``, sorted by key; it reads every exposed
+    file. The methods are plain (blocking) file reads, also under :class:`AsyncContext`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        keys: Iterable[str] | None = None,
+        *,
+        suffix: str = ".md",
+    ) -> None:
+        if isinstance(keys, str):
+            raise TypeError("keys must be a list of keys, not a string")
+        if not isinstance(suffix, str) or not suffix:
+            raise TypeError("suffix must be a non-empty string")
+        self.path = Path(path)
+        """The directory holding the skill files."""
+        self.keys: frozenset[str] | None = frozenset(keys) if keys else None
+        """The allow-list, or None when every file is exposed."""
+        self.suffix = suffix
+        """The file name ending of a skill."""
+
+    def __repr__(self) -> str:
+        return f"<DirectorySkillProvider {str(self.path)!r}>"
+
+    def _allowed(self, key: str) -> bool:
+        return self.keys is None or key in self.keys
+
+    def _file(self, key: str) -> Path | None:
+        """The file of ``key``, or None for a key that could escape the directory."""
+        if not isinstance(key, str) or not key or "\\" in key or "\x00" in key:
+            return None
+        segments = key.split("/")
+        if any(s in ("", ".", "..") for s in segments):
+            return None
+        return self.path.joinpath(*segments[:-1], segments[-1] + self.suffix)
+
+    def _read(self, file: Path) -> str:
+        return file.read_text(encoding="utf-8")
+
+    def _listed_keys(self) -> list[str]:
+        if not self.path.is_dir():
+            return []
+        found = []
+        for file in self.path.rglob("*" + self.suffix):
+            if file.is_file():
+                rel = file.relative_to(self.path).as_posix()
+                key = rel[: -len(self.suffix)]
+                hidden = any(s.startswith(".") for s in key.split("/"))
+                if key and not hidden and self._file(key) is not None:
+                    found.append(key)
+        return sorted(k for k in found if self._allowed(k))
+
+    def get(self) -> str | None:
+        """The listing of the exposed skills, or None when there are none."""
+        lines = []
+        for key in self._listed_keys():
+            file = self._file(key)
+            assert file is not None
+            fields, _body = _split_front_matter(self._read(file))
+            description = fields.get("description")
+            lines.append(f"- {key}: {description}" if description else f"- {key}")
+        return "\n".join(lines) if lines else None
+
+    def load(self, key: str) -> str | None:
+        """The skill's text without its front matter; None if absent or not allowed."""
+        if not self._allowed(key):
+            return None
+        file = self._file(key)
+        if file is None or not file.is_file():
+            return None
+        _fields, body = _split_front_matter(self._read(file))
+        return body
+
+    def set(self, key: str, content: str, description: str | None = None) -> None:
+        """Write the skill ``key`` (atomically), with ``description`` in its front matter.
+
+        :raises ValueError: for a key that is empty or could leave the directory.
+        """
+        if not isinstance(content, str):
+            raise TypeError(f"content must be a string, not {type(content).__name__}")
+        file = self._file(key)
+        if file is None:
+            raise ValueError(f"invalid skill key {key!r}")
+        if description:
+            one_line = " ".join(str(description).split())
+            text = f"{_FRONT}\ndescription: {one_line}\n{_FRONT}\n{content}"
+        elif content.split("\n", 1)[0].rstrip("\r") == _FRONT:
+            # Content that itself opens like front matter gets an empty block, so it reads back.
+            text = f"{_FRONT}\n{_FRONT}\n{content}"
+        else:
+            text = content
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=self.suffix)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+            os.replace(tmp, file)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
