@@ -1,0 +1,154 @@
+"""pydantic-ai: save_messages / load_messages round trips of real runs, on every backend.
+
+Runs use pydantic-ai's own ``TestModel`` and ``FunctionModel`` (no network).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convostore import MissingDependency, Sessions
+
+pytest.importorskip(
+    "pydantic_ai", reason="pydantic-ai is not installed: pip install 'convostore[pydantic-ai]'"
+)
+
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+from pydantic_ai.models.test import TestModel  # noqa: E402
+
+from convostore.integrations.pydantic_ai import (  # noqa: E402
+    aload_messages,
+    asave_messages,
+    load_messages,
+    save_messages,
+)
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000")
+
+
+def weather_agent(model: Any) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(model, system_prompt="Be brief.")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather of a city."""
+        return f"sunny in {city}"
+
+    return agent
+
+
+def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A FunctionModel script: think and call the tool, then answer from its result."""
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and any(p.part_kind == "tool-return" for p in last.parts):
+        return ModelResponse(parts=[TextPart("It is sunny.")])
+    return ModelResponse(parts=[
+        ThinkingPart("Need the weather.", signature="c2ln", provider_name="anthropic"),
+        ToolCallPart("get_weather", '{"city": "Paris"}', tool_call_id="call_1"),
+    ])
+
+
+def test_test_model_runs_round_trip(store: Sessions) -> None:
+    session = store.session("pai")
+    agent = weather_agent(TestModel())
+    first = agent.run_sync("Weather in Paris?", message_history=load_messages(session))
+    assert save_messages(session, first.all_messages()) == 4
+    assert load_messages(session) == first.all_messages()
+    second = agent.run_sync("And tomorrow?", message_history=load_messages(session))
+    new = len(second.new_messages())
+    assert new >= 2
+    assert save_messages(session, second.all_messages()) == new  # only the new run's messages
+    assert load_messages(session) == second.all_messages()
+    assert len(store.session("pai").get_history()) == 4 + new
+    assert save_messages(session, second.all_messages()) == 0  # idempotent
+
+
+def test_function_model_with_thinking_and_tool_calls(store: Sessions) -> None:
+    session = store.session("fn")
+    agent = weather_agent(FunctionModel(scripted))
+    result = agent.run_sync("Weather?")
+    assert result.output == "It is sunny."
+    save_messages(session, result.all_messages())
+    loaded = load_messages(session)
+    assert loaded == result.all_messages()
+    # the stored form pairs the call with its return and keeps the thinking verbatim
+    stored = store.session("fn").get_history()
+    kinds = [[p["type"] for p in m["parts"]] for m in stored]
+    assert kinds[1] == ["step-start", "reasoning", "tool-get_weather"]
+    assert stored[1]["parts"][1]["providerMetadata"]["convostore"]["item"]["signature"] == "c2ln"
+    assert stored[1]["parts"][2]["input"] == {"city": "Paris"}
+    assert [h.role for h in store.session("fn").search("sunny")] == ["assistant"]
+
+
+def test_binary_content_leaves_the_row(store: Sessions) -> None:
+    session = store.session("media")
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart(content=[
+            "What is this?", BinaryContent(data=PNG, media_type="image/png")])]),
+        ModelResponse(parts=[TextPart("A PNG header.")]),
+    ]
+    save_messages(session, history)
+    loaded = load_messages(session)
+    request = loaded[0]
+    assert isinstance(request, ModelRequest)
+    part = request.parts[0]
+    assert isinstance(part, UserPromptPart)
+    assert isinstance(part.content, list)
+    assert part.content[1].data == PNG
+    assert loaded[1] == history[1]
+    assert store.storage_stats().attachments == 1
+
+
+def test_a_diverging_history_grows_a_branch(store: Sessions) -> None:
+    session = store.session("branch")
+    agent = weather_agent(TestModel())
+    base = agent.run_sync("One.")
+    save_messages(session, base.all_messages())
+    a = agent.run_sync("Two A.", message_history=base.all_messages())
+    b = agent.run_sync("Two B.", message_history=base.all_messages())
+    save_messages(session, a.all_messages())
+    save_messages(session, b.all_messages())
+    assert load_messages(session) == b.all_messages()
+    leaf_a = store.session("branch").get_history(None)  # the active branch is b's
+    assert len(leaf_a) == len(b.all_messages())
+    fork = store.session("branch").get_history()[len(base.all_messages()) - 1]["id"]
+    assert len(store.session("branch").get_branches(fork)) == 2
+
+
+def test_async_helpers(tmp_path: Path) -> None:
+    from convostore.aio import AsyncSessions
+
+    agent = weather_agent(TestModel())
+
+    async def main() -> None:
+        async with AsyncSessions.open(str(tmp_path / "a.db")) as store:
+            session = store.session("u")
+            result = await agent.run("Hi", message_history=await aload_messages(session))
+            assert await asave_messages(session, result.all_messages()) == 4
+            assert await aload_messages(session) == result.all_messages()
+
+    asyncio.run(main())
+
+
+def test_missing_pydantic_ai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pydantic_ai.messages", None)
+    monkeypatch.delitem(sys.modules, "convostore.integrations.pydantic_ai")
+    with pytest.raises(MissingDependency, match=r"pip install 'convostore\[pydantic-ai\]'"):
+        importlib.import_module("convostore.integrations.pydantic_ai")
