@@ -16,6 +16,7 @@ search; media stored once, out of line; a change feed.
 
 from __future__ import annotations
 
+from .aio import AsyncSession, AsyncSessions
 from .compaction import COMPACTION_PREFIX, create_compact_function, is_compaction_message
 from .errors import (
     BackendError,
@@ -47,6 +48,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendResult",
+    "AsyncSession",
+    "AsyncSessions",
     "BackendError",
     "COMPACTION_PREFIX",
     "ChangeEvent",

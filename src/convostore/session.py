@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import threading
 import time
 import uuid
@@ -104,6 +105,7 @@ class Session:
         """The session's id (``""`` is the default session)."""
         self._compact_fn: CompactionFunction | None = None
         self._threshold: int | None = None
+        self._extra_tokens: Callable[[], int] | None = None
         self._on_error: Callable[[BaseException], object] | None = None
         self._memo: _Memo | None = None
         self._memo_lock = threading.Lock()
@@ -125,10 +127,16 @@ class Session:
         self._compact_fn = fn
         return self
 
-    def compact_after(self, threshold: int | None) -> Session:
+    def compact_after(
+        self, threshold: int | None, *, extra_tokens: Callable[[], int] | None = None
+    ) -> Session:
         """Compact automatically once the session estimate is strictly above ``threshold`` tokens.
 
         Checked only after an append that inserted a row; ``None`` turns it off. Chainable.
+
+        :param extra_tokens: called at each check and added to the estimate, for what the model
+            sees besides the history (a system prompt and context blocks: see
+            :mod:`convostore.context`). It must not do I/O; a non-finite result counts as 0.
         """
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float))
@@ -137,6 +145,7 @@ class Session:
         if threshold is not None and threshold < 0:
             raise ValueError("compact_after() threshold must not be negative")
         self._threshold = None if threshold is None else int(threshold)
+        self._extra_tokens = extra_tokens
         return self
 
     def on_compaction_error(self, handler: Callable[[BaseException], object] | None) -> Session:
@@ -843,7 +852,12 @@ class Session:
         if self._compact_fn is None or self._threshold is None:
             return
         try:
-            if self.get_token_estimate() > self._threshold:
+            estimate = self.get_token_estimate()
+            if self._extra_tokens is not None:
+                extra = self._extra_tokens()
+                if isinstance(extra, (int, float)) and math.isfinite(extra):
+                    estimate += max(0, math.ceil(extra))
+            if estimate > self._threshold:
                 self.compact()
         except Exception as exc:
             self._report_compaction_error(exc)

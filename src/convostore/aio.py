@@ -1,0 +1,604 @@
+"""AsyncSessions: the store for asyncio applications, a mechanical shell over the sync core.
+
+The behaviour is written once, in :mod:`convostore.session`; this module only moves each call to
+a worker thread and awaits it. ``await async_session.get_message(id)`` runs
+``Session.get_message(id)`` on the store's worker; :meth:`AsyncSession.history` pulls one message
+per step from the sync generator running there, so a streamed read keeps the bounded-memory
+property of the sync one. The event loop only waits.
+
+Threads
+    One :class:`~concurrent.futures.ThreadPoolExecutor` per store. SQLite gets one thread, which
+    opens and owns the store's single connection. PostgreSQL gets one thread per pool connection
+    (``pool_size``): each call borrows a connection for one transaction and mostly waits on the
+    network, so that many calls can be in flight while the server serialises writers of one
+    session. psycopg's async connections would save the threads but need a second copy of every
+    backend operation; a thread pool needs none.
+
+Callbacks
+    Change listeners, compaction functions and ``on_compaction_error`` handlers may be
+    ``async``. The core hands what they return to ``store._await``, which for an async store
+    submits it to the event loop that opened the store and waits on the worker thread for the
+    result, so async callbacks run on your loop (where your model client lives) and the loop
+    thread is never blocked. Plain listeners run on the worker thread, as in the sync API. While
+    a worker waits for such a callback, new calls go to a few spare threads instead of queueing
+    behind it, so a callback that calls the store again (or a slow summariser) cannot deadlock
+    the store. A plain (sync) compaction function, by contrast, runs on the worker and holds it
+    for as long as it takes: give the async store an async summariser.
+
+Cancellation
+    Each call is shielded: cancelling the awaiting task raises :class:`asyncio.CancelledError`
+    in it at once, while the worker finishes the call. Every write is one transaction, so a
+    cancelled write is either wholly stored (it had been submitted) or never started; a message
+    is never half written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import inspect
+import logging
+import os
+import threading
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
+from typing import Any, Generic, Literal, TypeVar, cast
+
+from .compaction import CompactFunction, CompactionFunction
+from .errors import ConvostoreError, StoreClosed
+from .model import (
+    UNSET,
+    AppendResult,
+    CompactResult,
+    Message,
+    RecentHistory,
+    RowStat,
+    SearchResult,
+    StorageStats,
+    StoredCompaction,
+)
+from .session import WINDOW_BYTES, Session
+from .store import Listener, Sessions, SessionSummary, _parse_url
+from .tokens import TokenCounter
+
+logger = logging.getLogger("convostore")
+
+T = TypeVar("T")
+
+_SPARE_THREADS = 8
+"""Threads that serve calls made while every worker waits for a callback on the loop."""
+_LOOP_POLL = 0.5
+"""Seconds between checks that the owning loop still runs while a worker waits on it."""
+
+
+class AsyncSessions:
+    """Async twin of :class:`~convostore.Sessions`: the same store, its methods awaited.
+
+    Open one with ``await AsyncSessions.open(url)`` or ``async with AsyncSessions.open(url) as
+    store:``. The store belongs to the event loop that opened it: use it from that loop only.
+    """
+
+    def __init__(
+        self,
+        sync: Sessions,
+        *,
+        loop: asyncio.AbstractEventLoop,
+        executor: concurrent.futures.ThreadPoolExecutor,
+        workers: int,
+    ) -> None:
+        """Wrap an open sync store (use :meth:`open` instead).
+
+        :param sync: the store every call is delegated to.
+        :param loop: the event loop that owns the store; async callbacks run there.
+        :param executor: the store's worker threads (the store shuts them down on close).
+        :param workers: how many threads ``executor`` has.
+        """
+        self._sync = sync
+        self._loop = loop
+        self._executor = executor
+        self._workers = workers
+        self._spare: concurrent.futures.ThreadPoolExecutor | None = None
+        self._parked = 0
+        self._lock = threading.Lock()
+        self._handles: dict[str, AsyncSession] = {}
+        self._closing = False
+        self._close_future: asyncio.Future[None] | None = None
+        sync._await = self._await_on_loop
+
+    @classmethod
+    def open(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        reserved_metadata_keys: Iterable[str] = (),
+        durability: Literal["normal", "full"] = "normal",
+        busy_timeout: float = 30.0,
+        token_counter: TokenCounter | None = None,
+        pool: Any = None,
+        pool_size: int = 10,
+        schema: str | None = None,
+    ) -> _Opening:
+        """Async twin of :meth:`Sessions.open <convostore.Sessions.open>`, same options.
+
+        The database is opened on the store's worker thread, so the loop is not blocked.
+        Returns an awaitable that is also an async context manager (closing the store on exit):
+        ``store = await AsyncSessions.open(...)`` or ``async with AsyncSessions.open(...) as
+        store:``.
+        """
+        opener = functools.partial(
+            Sessions.open,
+            url,
+            reserved_metadata_keys=reserved_metadata_keys,
+            durability=durability,
+            busy_timeout=busy_timeout,
+            token_counter=token_counter,
+            pool=pool,
+            pool_size=pool_size,
+            schema=schema,
+        )
+        return _Opening(functools.partial(cls._open, opener, _worker_count(url, pool, pool_size)))
+
+    @classmethod
+    async def _open(cls, opener: Callable[[], Sessions], workers: int) -> AsyncSessions:
+        loop = asyncio.get_running_loop()
+        executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="convostore-worker"
+        )
+        future = loop.run_in_executor(executor, opener)
+        try:
+            sync = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The open still completes on the worker: close what it opens, then the worker.
+            def discard(done: asyncio.Future[Sessions]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    executor.submit(done.result().close)
+                executor.shutdown(wait=False)
+
+            future.add_done_callback(discard)
+            raise
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return cls(sync, loop=loop, executor=executor, workers=workers)
+
+    def __repr__(self) -> str:
+        return f"<AsyncSessions {self._sync!r}>"
+
+    async def __aenter__(self) -> AsyncSessions:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Async twin of :meth:`Sessions.close`: calls already submitted finish, then it closes.
+
+        Idempotent; later calls on the store or its handles raise :class:`StoreClosed`. (Do not
+        await it inside one of the store's own async callbacks: it waits for that callback.)
+        """
+        if self._close_future is None:
+            self._closing = True
+            self._close_future = asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+        await asyncio.shield(self._close_future)
+
+    def _shutdown(self) -> None:
+        # Blocking, off the loop: drain every worker, then close the connections.
+        self._executor.shutdown(wait=True)
+        if self._spare is not None:
+            self._spare.shutdown(wait=True)
+        self._sync.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closing or self._sync.closed
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the backend can do beyond the common API (see :attr:`Sessions.capabilities`)."""
+        return self._sync.capabilities
+
+    @property
+    def reserved_metadata_keys(self) -> tuple[str, ...]:
+        """Metadata keys removed from ``source="client"`` writes."""
+        return self._sync.reserved_metadata_keys
+
+    @property
+    def token_counter(self) -> TokenCounter | None:
+        """The custom string token counter of the store, or None."""
+        return self._sync.token_counter
+
+    def session(self, session_id: str = "") -> AsyncSession:
+        """The handle of one session, the same object for the same id; not awaited.
+
+        Getting a handle does no I/O (as in the sync API), so it is a plain call:
+        ``await store.session("support").append_message(...)`` reads naturally.
+        """
+        handle = self._sync.session(session_id)
+        cached = self._handles.get(session_id)
+        if cached is None or cached._session is not handle:
+            cached = self._handles.setdefault(session_id, AsyncSession(self, handle))
+        return cached
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Async twin of :meth:`Sessions.subscribe`; ``listener`` may be ``async``.
+
+        An async listener is awaited on the loop that opened the store before the write call
+        returns; a plain one runs on the worker thread (hand loop-bound work to
+        ``loop.call_soon_threadsafe``). The returned unsubscribe function is plain.
+        """
+        return self._sync.subscribe(listener)
+
+    async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
+        """Async twin of :meth:`Sessions.search`."""
+        return await self._run(functools.partial(self._sync.search, query, limit=limit))
+
+    async def storage_stats(self) -> StorageStats:
+        """Async twin of :meth:`Sessions.storage_stats`."""
+        return await self._run(self._sync.storage_stats)
+
+    async def list_sessions(self) -> list[SessionSummary]:
+        """Async twin of :meth:`Sessions.list_sessions`."""
+        return await self._run(self._sync.list_sessions)
+
+    # --- running calls ------------------------------------------------------------------------
+
+    def _submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """Start ``fn`` on a worker, in the caller's context; the future is not shielded."""
+        if self._closing:
+            raise StoreClosed("the store is closed")
+        with self._lock:
+            parked = self._parked >= self._workers
+        executor = self._spare_executor() if parked else self._executor
+        context = contextvars.copy_context()
+        return asyncio.get_running_loop().run_in_executor(
+            executor, functools.partial(context.run, fn)
+        )
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on a worker; a cancelled caller leaves it running to completion."""
+        return await asyncio.shield(self._submit(fn))
+
+    def _spare_executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._spare is None:
+                self._spare = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=_SPARE_THREADS, thread_name_prefix="convostore-spare"
+                )
+            return self._spare
+
+    def _await_on_loop(self, awaitable: Awaitable[Any]) -> Any:
+        """The core's ``_await``: run an awaitable on the owning loop and wait here (a worker)."""
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        coroutine = _as_coroutine(awaitable)
+        if running is loop or loop.is_closed():
+            coroutine.close()
+            _discard(awaitable)
+            raise RuntimeError(
+                "an async callback of an AsyncSessions store cannot run: "
+                + ("its event loop is closed" if loop.is_closed() else "called on its loop")
+            )
+        with self._lock:
+            self._parked += 1
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+            while True:
+                try:
+                    return future.result(timeout=_LOOP_POLL)
+                except concurrent.futures.TimeoutError:
+                    if not loop.is_running():
+                        future.cancel()
+                        raise RuntimeError(
+                            "the event loop of an AsyncSessions store stopped while an async "
+                            "callback was pending"
+                        ) from None
+        finally:
+            with self._lock:
+                self._parked -= 1
+
+
+class AsyncSession:
+    """Async twin of :class:`~convostore.Session`: every method awaited, same names and options.
+
+    Get one with ``store.session(session_id)`` (cached per id). Configuration methods
+    (:meth:`on_compaction`, :meth:`compact_after`, :meth:`on_compaction_error`) are plain and
+    chainable; :meth:`history` and :meth:`history_batches` are async iterators.
+    """
+
+    def __init__(self, store: AsyncSessions, session: Session) -> None:
+        """Wrap a sync handle (use :meth:`AsyncSessions.session` instead).
+
+        :param store: the async store whose workers run the calls.
+        :param session: the sync handle every call is delegated to.
+        """
+        self._store = store
+        self._session = session
+
+    def __repr__(self) -> str:
+        return f"<AsyncSession {self.session_id!r} of {self._store!r}>"
+
+    @property
+    def session_id(self) -> str:
+        """The session's id (``""`` is the default session)."""
+        return self._session.session_id
+
+    async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        return await self._store._run(functools.partial(fn, *args, **kwargs))
+
+    # --- configuration (plain, chainable) ------------------------------------------------------
+
+    def on_compaction(self, fn: CompactionFunction) -> AsyncSession:
+        """Async twin of :meth:`Session.on_compaction`; ``fn`` may be async (awaited on the loop).
+
+        A :func:`~convostore.create_compact_function` with an async ``summarize`` is registered
+        through its ``acall``, so the summariser runs on the loop that opened the store.
+        """
+        self._session.on_compaction(_on_loop(fn))
+        return self
+
+    def compact_after(
+        self, threshold: int | None, *, extra_tokens: Callable[[], int] | None = None
+    ) -> AsyncSession:
+        """Async twin of :meth:`Session.compact_after` (plain, chainable)."""
+        self._session.compact_after(threshold, extra_tokens=extra_tokens)
+        return self
+
+    def on_compaction_error(
+        self, handler: Callable[[BaseException], object] | None
+    ) -> AsyncSession:
+        """Async twin of :meth:`Session.on_compaction_error`; ``handler`` may be async."""
+        self._session.on_compaction_error(handler)
+        return self
+
+    # --- writes -------------------------------------------------------------------------------
+
+    async def append_message(
+        self, message: Message, parent_id: str | None = UNSET, *, source: str = "server"
+    ) -> AppendResult:
+        """Async twin of :meth:`Session.append_message`."""
+        return await self._call(self._session.append_message, message, parent_id, source=source)
+
+    async def update_message(self, message: Message, *, source: str = "server") -> Message | None:
+        """Async twin of :meth:`Session.update_message`."""
+        return await self._call(self._session.update_message, message, source=source)
+
+    async def upsert_message(
+        self, message: Message, parent_id: str | None = UNSET, *, source: str = "server"
+    ) -> AppendResult:
+        """Async twin of :meth:`Session.upsert_message`."""
+        return await self._call(self._session.upsert_message, message, parent_id, source=source)
+
+    async def import_message(
+        self,
+        message: Message,
+        *,
+        parent_id: str | None = None,
+        created_at: int | None = None,
+    ) -> AppendResult:
+        """Async twin of :meth:`Session.import_message`."""
+        return await self._call(
+            self._session.import_message, message, parent_id=parent_id, created_at=created_at
+        )
+
+    async def delete_messages(self, ids: Sequence[str]) -> None:
+        """Async twin of :meth:`Session.delete_messages`."""
+        await self._call(self._session.delete_messages, ids)
+
+    async def clear_messages(self) -> None:
+        """Async twin of :meth:`Session.clear_messages`."""
+        await self._call(self._session.clear_messages)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    async def get_message(self, id: str) -> Message | None:
+        """Async twin of :meth:`Session.get_message`."""
+        return await self._call(self._session.get_message, id)
+
+    async def get_latest_leaf(self) -> Message | None:
+        """Async twin of :meth:`Session.get_latest_leaf`."""
+        return await self._call(self._session.get_latest_leaf)
+
+    async def get_branches(self, message_id: str) -> list[Message]:
+        """Async twin of :meth:`Session.get_branches`."""
+        return await self._call(self._session.get_branches, message_id)
+
+    def history(
+        self, *, leaf_id: str | None = None, newest_first: bool = False
+    ) -> AsyncIterator[Message]:
+        """Async twin of :meth:`Session.history`: ``async for m in session.history(): ...``.
+
+        Each step pulls one message from the sync generator on the worker, so memory stays
+        bounded as in the sync read; breaking out early reads nothing more.
+        """
+        return _AsyncIterator(
+            self._store,
+            functools.partial(self._session.history, leaf_id=leaf_id, newest_first=newest_first),
+        )
+
+    def history_batches(
+        self,
+        *,
+        batch_size: int = 50,
+        max_batch_bytes: int = WINDOW_BYTES,
+        leaf_id: str | None = None,
+        newest_first: bool = False,
+    ) -> AsyncIterator[list[Message]]:
+        """Async twin of :meth:`Session.history_batches`: one batch per step."""
+        return _AsyncIterator(
+            self._store,
+            functools.partial(
+                self._session.history_batches,
+                batch_size=batch_size,
+                max_batch_bytes=max_batch_bytes,
+                leaf_id=leaf_id,
+                newest_first=newest_first,
+            ),
+        )
+
+    async def get_history(self, leaf_id: str | None = None) -> list[Message]:
+        """Async twin of :meth:`Session.get_history`."""
+        return await self._call(self._session.get_history, leaf_id)
+
+    async def get_recent_history(
+        self, max_content_bytes: int, *, leaf_id: str | None = None
+    ) -> RecentHistory:
+        """Async twin of :meth:`Session.get_recent_history`."""
+        return await self._call(
+            self._session.get_recent_history, max_content_bytes, leaf_id=leaf_id
+        )
+
+    async def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
+        """Async twin of :meth:`Session.get_history_row_stats`."""
+        return await self._call(self._session.get_history_row_stats, leaf_id)
+
+    async def get_token_estimate(self) -> int:
+        """Async twin of :meth:`Session.get_token_estimate`."""
+        return await self._call(self._session.get_token_estimate)
+
+    # --- compaction ---------------------------------------------------------------------------
+
+    async def add_compaction(
+        self, summary: str, from_message_id: str, to_message_id: str
+    ) -> StoredCompaction:
+        """Async twin of :meth:`Session.add_compaction`."""
+        return await self._call(
+            self._session.add_compaction, summary, from_message_id, to_message_id
+        )
+
+    async def get_compactions(self) -> list[StoredCompaction]:
+        """Async twin of :meth:`Session.get_compactions`."""
+        return await self._call(self._session.get_compactions)
+
+    async def compact(self, leaf_id: str | None = None) -> CompactResult | None:
+        """Async twin of :meth:`Session.compact`; an async compaction function runs on the loop."""
+        return await self._call(self._session.compact, leaf_id)
+
+    # --- search -------------------------------------------------------------------------------
+
+    async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
+        """Async twin of :meth:`Session.search`."""
+        return await self._call(self._session.search, query, limit=limit)
+
+
+class _Opening:
+    """What :meth:`AsyncSessions.open` returns: await it, or enter it with ``async with``."""
+
+    def __init__(self, open: Callable[[], Coroutine[Any, Any, AsyncSessions]]) -> None:
+        self._open = open
+        self._store: AsyncSessions | None = None
+
+    def __await__(self) -> Generator[Any, None, AsyncSessions]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> AsyncSessions:
+        self._store = await self._open()
+        return self._store
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+class _AsyncIterator(AsyncIterator[T], Generic[T]):
+    """Drives a sync iterator on the store's workers, one item per step."""
+
+    def __init__(self, store: AsyncSessions, start: Callable[[], Iterable[T]]) -> None:
+        self._store = store
+        self._start = start
+        self._iterator: Iterator[T] | None = None
+        self._done = False
+        self._step_future: asyncio.Future[tuple[bool, T | None]] | None = None
+
+    def __aiter__(self) -> _AsyncIterator[T]:
+        return self
+
+    def _step(self) -> tuple[bool, T | None]:
+        # Runs on a worker: the sync generator is created there too (its first read is there).
+        if self._iterator is None:
+            self._iterator = iter(self._start())
+        for item in self._iterator:
+            return True, item
+        return False, None
+
+    async def __anext__(self) -> T:
+        if self._done:
+            raise StopAsyncIteration
+        self._step_future = self._store._submit(self._step)
+        try:
+            more, item = await asyncio.shield(self._step_future)
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self._done = True
+            raise
+        if not more:
+            self._done = True
+            raise StopAsyncIteration
+        return cast(T, item)
+
+    async def aclose(self) -> None:
+        """Stop early: close the sync generator (after a step still running, if any)."""
+        self._done = True
+        step = self._step_future
+        if step is not None and not step.done():
+            await asyncio.wait([step])
+        iterator = self._iterator
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            await self._store._run(close)
+
+
+def _worker_count(url: object, pool: object, pool_size: object) -> int:
+    """One thread for SQLite (it owns the connection); one per pool connection for PostgreSQL."""
+    size = pool_size if isinstance(pool_size, int) and not isinstance(pool_size, bool) else 1
+    if pool is not None:
+        return max(1, min(size, 32))
+    try:
+        engine, _target = _parse_url(url)  # type: ignore[arg-type]
+    except ConvostoreError:
+        return 1  # Sessions.open raises the same error on the worker
+    return max(1, min(size, 32)) if engine == "postgres" else 1
+
+
+def _on_loop(fn: CompactionFunction) -> CompactionFunction:
+    """The form of a compaction function whose model call runs on the store's loop.
+
+    Calling a :class:`CompactFunction` with an async ``summarize`` runs it on a private loop in
+    the calling (worker) thread; its ``acall`` returns an awaitable the core awaits on ours.
+    """
+    if isinstance(fn, CompactFunction) and _is_async(fn.summarize):
+        return fn.acall
+    return fn
+
+
+def _is_async(fn: object) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _as_coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
+    return awaitable if inspect.iscoroutine(awaitable) else _await(awaitable)
+
+
+def _discard(awaitable: Awaitable[Any]) -> None:
+    """Close an awaitable that will never run (no 'never awaited' warning)."""
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()
