@@ -1,0 +1,30 @@
+"""The runnable examples keep running (offline, deterministic)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("name", ["compaction.py", "memory_agent.py"])
+def test_example_runs(name: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+
+
+def test_compaction_example_compacts() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "compaction.py")], capture_output=True, text=True,
+        timeout=120,
+    )
+    assert "event: compact" in done.stdout
+    assert "summary  assistant ## Topic" in done.stdout
+    assert "original rows kept: 12" in done.stdout
