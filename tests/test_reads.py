@@ -17,14 +17,15 @@ from convostore.backends._sql import SqlOps
 def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Counts message rows hydrated (content fetched) by any backend."""
     counter = [0]
-    original = SqlOps.content_rows_by_seq
+    for name in ("content_rows_by_seq", "content_rows"):
+        original = getattr(SqlOps, name)
 
-    def counting(self: SqlOps, session_id: str, seqs: Any) -> Any:
-        rows = original(self, session_id, seqs)
-        counter[0] += len(rows)
-        return rows
+        def counting(self: SqlOps, session_id: str, keys: Any, _original: Any = original) -> Any:
+            rows = _original(self, session_id, keys)
+            counter[0] += len(rows)
+            return rows
 
-    monkeypatch.setattr(SqlOps, "content_rows_by_seq", counting)
+        monkeypatch.setattr(SqlOps, name, counting)
     yield counter
 
 

@@ -598,15 +598,15 @@ class Session:
                 yield from self._newest_first_prefix(current)
                 return
             with self._store._backend.read() as ops:
-                meta = ops.row_meta(sid, current)
-                if meta is None or (child_seq is not None and meta.seq >= child_seq):
+                rows = ops.content_rows(sid, [current])
+                if not rows or (child_seq is not None and rows[0].seq >= child_seq):
                     return
-                rows = ops.content_rows_by_seq(sid, [meta.seq])
                 hydrated = self._hydrate(ops, rows)
-            child_seq = meta.seq
+            row = rows[0]
+            child_seq = row.seq
             if current not in echoes and current in hydrated:
                 yield hydrated[current]
-            current = meta.parent_id
+            current = row.parent_id
 
     def _newest_first_prefix(self, upto: str) -> Iterator[Message]:
         """Root..``upto`` in reverse, overlays planned over that prefix, 8-row windows."""
