@@ -189,7 +189,7 @@ def test_newest_first_reads_only_what_is_consumed(store: Sessions, rows_read: li
         if len(taken) == 10:
             break
     assert taken == [f"m{i}" for i in range(199, 189, -1)]
-    assert rows_read[0] < 12
+    assert rows_read[0] < 2 * 10  # windows grow 1, 2, 4, 8: fewer than twice what is taken
 
 
 def test_newest_first_is_the_exact_reverse_including_overlays(store: Sessions) -> None:
@@ -227,7 +227,7 @@ def test_newest_first_stays_lazy_until_it_reaches_a_span(
         if len(taken) == 5:
             break
     assert taken == ["m199", "m198", "m197", "m196", "m195"]
-    assert rows_read[0] < 12
+    assert rows_read[0] < 2 * 5
     full = list(s.history(newest_first=True))
     assert len(full) == 51
     assert full[-1]["parts"][0]["text"] == "old stuff"

@@ -48,7 +48,7 @@ WINDOW_ROWS = 50
 WINDOW_BYTES = 4 * 1024 * 1024
 """Most stored bytes one hydration query fetches (a larger row forms a window alone)."""
 NEWEST_FIRST_WINDOW = 8
-"""Rows per hydration query once a newest-first read has reached a compacted span."""
+"""Most rows per query of a newest-first read (its windows grow 1, 2, 4, 8 from the leaf)."""
 _MEMO_WALK_LIMIT = 256
 
 
@@ -593,20 +593,28 @@ class Session:
         echoes = {COMPACTION_PREFIX + r.id for r in records}
         current: str | None = leaf
         child_seq: int | None = None
+        size = 1  # rows per step: 1, 2, 4 ... so taking k messages reads fewer than 2k rows
         while current is not None:
-            if current in ends:
-                yield from self._newest_first_prefix(current)
-                return
             with self._store._backend.read() as ops:
-                rows = ops.content_rows(sid, [current])
-                if not rows or (child_seq is not None and rows[0].seq >= child_seq):
+                steps = ops.walk_up(sid, current, "", size)
+                if not steps or (child_seq is not None and steps[0].seq >= child_seq):
                     return
+                cut = next((i for i, st in enumerate(steps) if st.id in ends), len(steps))
+                take = steps[:cut]
+                rows = ops.content_rows_by_seq(sid, [st.seq for st in reversed(take)])
                 hydrated = self._hydrate(ops, rows)
-            row = rows[0]
-            child_seq = row.seq
-            if current not in echoes and current in hydrated:
-                yield hydrated[current]
-            current = row.parent_id
+            for st in take:
+                if st.id not in echoes and st.id in hydrated:
+                    yield hydrated.pop(st.id)
+            if cut < len(steps):
+                # the end of a compacted span: plan overlays over what remains
+                yield from self._newest_first_prefix(steps[cut].id)
+                return
+            if len(steps) < size:
+                return  # reached a root
+            child_seq = steps[-1].seq
+            current = steps[-1].parent_id
+            size = min(size * 2, NEWEST_FIRST_WINDOW)
 
     def _newest_first_prefix(self, upto: str) -> Iterator[Message]:
         """Root..``upto`` in reverse, overlays planned over that prefix, 8-row windows."""

@@ -36,6 +36,7 @@ AR = "convostore_attachment_refs"
 S = "convostore_session_state"
 
 _IN_BATCH = 500  # ids per IN (...) list, below every engine's parameter limit
+_CONTENT = "id, parent_id, seq, content, content_chunks, created_at"  # a ContentRow
 
 
 def _marks(n: int) -> str:
@@ -98,18 +99,28 @@ class SqlOps:
         )
         return None if row is None else RowMeta(*row)
 
-    def content_rows(self, session_id: str, ids: Sequence[str]) -> list[ContentRow]:
-        out: list[ContentRow] = []
-        for batch in _batches(ids):
+    def _by_key(
+        self, cols: str, key: str, session_id: str, keys: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
+        """Columns ``cols`` of the message rows of ``session_id`` whose ``key`` is in ``keys``.
+
+        An engine may override how the rows are found (PostgreSQL probes the unique index once
+        per key, whatever its statistics say), never which rows.
+        """
+        out: list[tuple[Any, ...]] = []
+        for i in range(0, len(keys), _IN_BATCH):
+            batch = keys[i : i + _IN_BATCH]
             out.extend(
-                ContentRow(*r)
-                for r in self._all(
-                    f"SELECT id, parent_id, seq, content, content_chunks, created_at FROM {M} "
-                    f"WHERE session_id = ? AND id IN ({_marks(len(batch))})",
+                self._all(
+                    f"SELECT {cols} FROM {M} WHERE session_id = ? "
+                    f"AND {key} IN ({_marks(len(batch))})",
                     (session_id, *batch),
                 )
             )
         return out
+
+    def content_rows(self, session_id: str, ids: Sequence[str]) -> list[ContentRow]:
+        return [ContentRow(*r) for r in self._by_key(_CONTENT, "id", session_id, ids)]
 
     def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]:
         out: list[tuple[str, int, str]] = []
@@ -145,7 +156,7 @@ class SqlOps:
         " SELECT m.id, m.parent_id, m.seq, m.role, m.bytes, m.token_estimate, p.depth + 1"
         f" FROM p JOIN {M} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
         "{stop})"
-        " SELECT {cols} FROM p ORDER BY depth {order}"
+        " SELECT {cols} FROM p{order}"
     )
 
     def path(self, session_id: str, leaf_id: str) -> PathArrays:
@@ -153,18 +164,36 @@ class SqlOps:
 
         Seqs strictly increase along a path, so a position can be found by bisection.
         """
-        sql = self._WALK.format(stop="", order="DESC", cols="seq, bytes, token_estimate")
+        # No ORDER BY: a walk up a chain produces its rows leaf first, one per step, so
+        # reversing them is cheaper than having the engine sort the whole path.
+        sql = self._WALK.format(stop="", order="", cols="seq, bytes, token_estimate, depth")
+        rows = self._run(sql, (session_id, leaf_id, session_id))
         out = PathArrays(array("q"), array("q"), array("q"))
-        for seq, size, tokens in self._run(sql, (session_id, leaf_id, session_id)):
+        last_depth = -1
+        in_order = True
+        for seq, size, tokens, depth in rows:
+            in_order = in_order and depth == last_depth + 1
+            last_depth = depth
             out.seqs.append(seq)
             out.bytes.append(size)
             out.tokens.append(tokens)
+        if not in_order:  # an engine that emitted the walk out of order: sort by seq instead
+            order = sorted(range(len(out.seqs)), key=out.seqs.__getitem__, reverse=True)
+            out = PathArrays(
+                array("q", (out.seqs[i] for i in order)),
+                array("q", (out.bytes[i] for i in order)),
+                array("q", (out.tokens[i] for i in order)),
+            )
+        out.seqs.reverse()
+        out.bytes.reverse()
+        out.tokens.reverse()
         return out
 
     def path_rows(self, session_id: str, leaf_id: str) -> list[PathRow]:
         """The path root → leaf with ids and roles (for row stats)."""
         sql = self._WALK.format(
-            stop="", order="DESC", cols="id, parent_id, role, bytes, token_estimate, seq"
+            stop="", order=" ORDER BY depth DESC",
+            cols="id, parent_id, role, bytes, token_estimate, seq",
         )
         return [PathRow(*r) for r in self._all(sql, (session_id, leaf_id, session_id))]
 
@@ -172,37 +201,29 @@ class SqlOps:
         """Rows from ``leaf_id`` up to and including ``stop_id`` (leaf first), at most ``limit``."""
         sql = self._WALK.format(
             stop=" WHERE p.id <> ? AND p.depth < ?",
-            order="ASC",
+            order=" ORDER BY depth",
             cols="id, parent_id, role, bytes, token_estimate, seq",
         )
         return [
             PathRow(*r)
-            for r in self._all(sql, (session_id, leaf_id, session_id, stop_id, limit))
+            for r in self._all(sql, (session_id, leaf_id, session_id, stop_id, limit - 1))
         ]
 
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for batch in _batches(list(ids)):
-            for i, seq in self._all(
-                f"SELECT id, seq FROM {M} WHERE session_id = ? AND id IN ({_marks(len(batch))})",
-                (session_id, *batch),
-            ):
-                out[i] = seq
-        return out
+        return {r[0]: r[1] for r in self._by_key("id, seq", "id", session_id, list(ids))}
 
     def content_rows_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[ContentRow]:
-        out: list[ContentRow] = []
-        for i in range(0, len(seqs), _IN_BATCH):
-            batch = seqs[i : i + _IN_BATCH]
-            out.extend(
+        """The rows with these seqs (given strictly increasing, as along a path)."""
+        if len(seqs) > 2 and seqs[-1] - seqs[0] == len(seqs) - 1:
+            # A contiguous run (every window of a linear conversation): one range scan.
+            return [
                 ContentRow(*r)
                 for r in self._all(
-                    f"SELECT id, parent_id, seq, content, content_chunks, created_at FROM {M} "
-                    f"WHERE session_id = ? AND seq IN ({_marks(len(batch))})",
-                    (session_id, *batch),
+                    f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? AND seq BETWEEN ? AND ?",
+                    (session_id, seqs[0], seqs[-1]),
                 )
-            )
-        return out
+            ]
+        return [ContentRow(*r) for r in self._by_key(_CONTENT, "seq", session_id, seqs)]
 
     def compactions(self, session_id: str) -> list[CompactionRow]:
         return [
@@ -288,9 +309,10 @@ class SqlOps:
         else:
             rows = self._all(
                 f"SELECT session_id, id, parent_id, seq, content, content_chunks, created_at, "
-                f"role FROM {M} WHERE session_id > ? OR (session_id = ? AND id > ?) "
+                # A row value, so both engines seek the primary key instead of filtering it.
+                f"role FROM {M} WHERE (session_id, id) > (?, ?) "
                 "ORDER BY session_id, id LIMIT ?",
-                (after[0], after[0], after[1], limit),
+                (after[0], after[1], limit),
             )
         return [(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
 
@@ -336,15 +358,7 @@ class SqlOps:
         )
 
     def parents(self, session_id: str, ids: Sequence[str]) -> dict[str, str | None]:
-        out: dict[str, str | None] = {}
-        for batch in _batches(ids):
-            for i, p in self._all(
-                f"SELECT id, parent_id FROM {M} WHERE session_id = ? "
-                f"AND id IN ({_marks(len(batch))})",
-                (session_id, *batch),
-            ):
-                out[i] = p
-        return out
+        return {r[0]: r[1] for r in self._by_key("id, parent_id", "id", session_id, ids)}
 
     def children_of(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
