@@ -297,6 +297,7 @@ def test_declared_data_field_media_is_extracted(store: Sessions) -> None:
     [
         "data:image/png;base64,AAAA BBBB",  # whitespace: would not come back byte-identical
         "data:image/png;base64,QQ",  # unpadded
+        "data:image/png;base64,QR==",  # stray bits before the padding decode like QQ==
         "data:image/png;base64,!!!!",  # not base64
     ],
 )

@@ -417,3 +417,39 @@ def test_compaction_records_are_stored_and_listed_in_order(store: Sessions) -> N
     assert [c.id for c in s.get_compactions()] == [a.id, b.id]
     assert a.created_at.endswith("Z") and "T" in a.created_at
     assert store.session("other").get_compactions() == []
+
+
+def test_recent_history_truncation_edges(store: Sessions) -> None:
+    s = store.session()
+    s.append_message(text("only", "x" * 500))
+    alone = s.get_recent_history(10)
+    assert ids(alone.messages) == ["only"] and not alone.truncated
+    s.append_message(text("child", "y" * 500))
+    over = s.get_recent_history(10)
+    assert ids(over.messages) == ["child"] and over.truncated
+    s.append_message(text("root2", "z"), parent_id=None)
+    root = s.get_recent_history(10)
+    assert ids(root.messages) == ["root2"] and not root.truncated
+    assert root.total_content_bytes == s.get_history_row_stats()[0].bytes
+
+
+def test_recent_history_total_follows_writes(store: Sessions) -> None:
+    s = store.session()
+    for i in range(5):
+        s.append_message(text(f"m{i}", "a" * 100))
+
+    def total() -> int:
+        return sum(r.bytes for r in s.get_history_row_stats())
+
+    assert s.get_recent_history(1).total_content_bytes == total()
+    s.append_message(text("m5", "b" * 300))
+    assert s.get_recent_history(1).total_content_bytes == total()
+    s.update_message(text("m2", "c" * 5000))
+    assert s.get_recent_history(1).total_content_bytes == total()
+    s.delete_messages(["m3"])
+    assert s.get_recent_history(1).total_content_bytes == total()
+    s.append_message(text("side", "d"), parent_id="m1")
+    assert s.get_recent_history(1).total_content_bytes == total()
+    assert s.get_recent_history(10**6, leaf_id="m5").total_content_bytes == sum(
+        r.bytes for r in s.get_history_row_stats("m5")
+    )

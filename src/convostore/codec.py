@@ -33,8 +33,6 @@ MAX_ATTACHMENT_DEPTH = 8
 
 _POINTER_RE = re.compile(r"attachment:sha256:[0-9a-f]{64}\Z")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_B64_RE = re.compile(r"[A-Za-z0-9+/]*\Z")
-_B64_WS = str.maketrans("", "", "\t\n\f\r ")
 
 
 # --- validation and JSON text ----------------------------------------------------------------
@@ -242,15 +240,18 @@ def is_pointer(value: object) -> bool:
 
 
 def _decode_base64(payload: str) -> bytes | None:
-    """Decode base64 only when re-encoding gives back the same text, so reads stay lossless."""
-    if len(payload) % 4 != 0:
-        return None
-    body = payload.rstrip("=")
-    if len(payload) - len(body) > 2 or not _B64_RE.match(body):
+    """Decode base64 only when re-encoding gives back the same text, so reads stay lossless.
+
+    Whitespace, missing padding or stray bits before the padding (``QR==`` decodes like
+    ``QQ==``) would come back different, so such payloads are not extracted.
+    """
+    if len(payload) % 4 != 0 or not payload.isascii():
         return None
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
+        return None
+    if base64.b64encode(data) != payload.encode("ascii"):
         return None
     return data
 

@@ -95,7 +95,8 @@ class StorageStats:
     attachments: int
     attachment_bytes: int
     content_bytes: int
-    """UTF-8 bytes of stored message JSON, continuation rows included."""
+    """What reads of every message are charged: the UTF-8 bytes of the stored JSON
+    (continuation rows included) plus the base64 length of each payload a message references."""
 
 
 EventType = Literal[

@@ -88,6 +88,7 @@ class _Memo:
     leaf_id: str
     epoch: int
     estimate: int
+    total_bytes: int
     watch: frozenset[str]  # ids named by compaction records: a path gaining one needs a replan
 
 
@@ -317,9 +318,9 @@ class Session:
             for p in prep.payloads:
                 ops.store_payload(p.hash, p.data, p.media_type)
             chunks = len(prep.slices) - 1
+            new_bytes = self._stored_bytes(ops, prep)
             ops.update_message(
-                sid, mid, msg["role"], prep.slices[0], chunks, prep.estimate,
-                self._stored_bytes(ops, prep),
+                sid, mid, msg["role"], prep.slices[0], chunks, prep.estimate, new_bytes
             )
             if meta.content_chunks > chunks:
                 ops.delete_continuations_from(sid, mid, chunks + 1)
@@ -333,7 +334,7 @@ class Session:
                 ops.drop_refs(sid, mid, held - wanted)
                 ops.collect(held - wanted)
             self._index(ops, msg, replace=True)
-            if meta.token_estimate != prep.estimate:
+            if meta.token_estimate != prep.estimate or meta.bytes != new_bytes:
                 ops.bump_epoch(sid)
             return True
 
@@ -696,20 +697,14 @@ class Session:
             leaf = self._leaf(ops, leaf_id)
             if leaf is None:
                 return RecentHistory([], False, 0)
-            full = ops.path(self.session_id, leaf)
-            n = len(full)
-            if n == 0:
+            # Only the window is walked; the path's total comes from the memoised totals.
+            budget = int(min(max(max_content_bytes, 0), 2**62))
+            window, beyond = ops.suffix(self.session_id, leaf, budget)
+            if len(window) == 0:
                 return RecentHistory([], False, 0)
-            total = sum(full.bytes)
-            start = n - 1
-            used = full.bytes[start]
-            while start > 0 and used + full.bytes[start - 1] <= max_content_bytes:
-                start -= 1
-                used += full.bytes[start]
-            window = PathArrays(full.seqs[start:], full.bytes[start:], full.tokens[start:])
-            del full
+            total = self._totals(ops, leaf)[1]
             window, spans = self._plan(ops, window)
-        return RecentHistory(list(self._stream(window, spans)), start > 0, total)
+        return RecentHistory(list(self._stream(window, spans)), beyond is not None, total)
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
         """Per-row stored bytes and stamped token estimates of the raw path; no content read."""
@@ -727,40 +722,55 @@ class Session:
     def get_token_estimate(self) -> int:
         """The active path's token estimate: stamped row estimates, compacted spans replaced by
         their summaries. Never reads message content; memoised and extended on tail appends."""
-        sid = self.session_id
-        count = self._store.token_counter or estimate_string_tokens
         with self._store._backend.read() as ops:
-            epoch = ops.epoch(sid)
-            tail = ops.tail(sid)
+            tail = ops.tail(self.session_id)
             if tail is None:
                 return 0
-            leaf = tail[0]
-            with self._memo_lock:
-                memo = self._memo
-            if memo is not None and memo.epoch == epoch:
-                if memo.leaf_id == leaf:
-                    return memo.estimate
-                steps = ops.walk_up(sid, leaf, memo.leaf_id, _MEMO_WALK_LIMIT)
-                if (
-                    steps
-                    and steps[-1].id == memo.leaf_id
-                    and not any(s.id in memo.watch for s in steps[:-1])
-                ):
-                    estimate = memo.estimate + sum(s.token_estimate for s in steps[:-1])
-                    self._set_memo(_Memo(leaf, epoch, estimate, memo.watch))
-                    return estimate
-            path, spans = self._plan(ops, ops.path(sid, leaf))
-            records = ops.compactions(sid)
+            return self._totals(ops, tail[0])[0]
+
+    def _totals(self, ops: Ops, leaf: str) -> tuple[int, int]:
+        """(token estimate, stored bytes) of the path ending at ``leaf``, without content.
+
+        Memoised per handle by leaf and the session's epoch (bumped by every write but a plain
+        append), so after a tail append only the new rows are walked, not the whole path.
+        """
+        sid = self.session_id
+        epoch = ops.epoch(sid)
+        with self._memo_lock:
+            memo = self._memo
+        if memo is not None and memo.epoch == epoch:
+            if memo.leaf_id == leaf:
+                return memo.estimate, memo.total_bytes
+            steps = ops.walk_up(sid, leaf, memo.leaf_id, _MEMO_WALK_LIMIT)
+            if (
+                steps
+                and steps[-1].id == memo.leaf_id
+                and not any(s.id in memo.watch for s in steps[:-1])
+            ):
+                new = steps[:-1]
+                extended = _Memo(
+                    leaf, epoch,
+                    memo.estimate + sum(s.token_estimate for s in new),
+                    memo.total_bytes + sum(s.bytes for s in new),
+                    memo.watch,
+                )
+                self._set_memo(extended)
+                return extended.estimate, extended.total_bytes
+        count = self._store.token_counter or estimate_string_tokens
+        raw = ops.path(sid, leaf)
+        total_bytes = sum(raw.bytes)
+        path, spans = self._plan(ops, raw)
+        records = ops.compactions(sid)
         total = sum(path.tokens)
         for span in spans:
             total -= sum(path.tokens[span.start : span.end + 1])
             total += count(span.record.summary)
-        estimate = max(0, int(total))
         watch = frozenset(
             [r.from_message_id for r in records] + [r.to_message_id for r in records]
         )
-        self._set_memo(_Memo(leaf, epoch, estimate, watch))
-        return estimate
+        fresh = _Memo(leaf, epoch, max(0, int(total)), total_bytes, watch)
+        self._set_memo(fresh)
+        return fresh.estimate, fresh.total_bytes
 
     def _set_memo(self, memo: _Memo) -> None:
         with self._memo_lock:

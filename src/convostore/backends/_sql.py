@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..codec import ROW_BUDGET
+from ._registry import RegistryOps
 from .base import CompactionRow, ContentRow, NewRow, PathArrays, PathRow, RowMeta
 
 SCHEMA_VERSION = 2
@@ -48,7 +49,7 @@ def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
         yield items[i : i + _IN_BATCH]
 
 
-class SqlOps:
+class SqlOps(RegistryOps):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the
@@ -149,11 +150,12 @@ class SqlOps:
     # and a splice only moves a child up to an ancestor). Requiring it in the walk makes a
     # cycle impossible even when imports name parents verbatim.
     _WALK = (
-        "WITH RECURSIVE p(id, parent_id, seq, role, bytes, token_estimate, depth) AS ("
-        f" SELECT id, parent_id, seq, role, bytes, token_estimate, 0 FROM {M}"
+        "WITH RECURSIVE p(id, parent_id, seq, role, bytes, token_estimate, depth, total) AS ("
+        f" SELECT id, parent_id, seq, role, bytes, token_estimate, 0, bytes FROM {M}"
         " WHERE session_id = ? AND id = ?"
         " UNION ALL"
-        " SELECT m.id, m.parent_id, m.seq, m.role, m.bytes, m.token_estimate, p.depth + 1"
+        " SELECT m.id, m.parent_id, m.seq, m.role, m.bytes, m.token_estimate, p.depth + 1,"
+        " p.total + m.bytes"
         f" FROM p JOIN {M} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
         "{stop})"
         " SELECT {cols} FROM p{order}"
@@ -208,6 +210,45 @@ class SqlOps:
             PathRow(*r)
             for r in self._all(sql, (session_id, leaf_id, session_id, stop_id, limit - 1))
         ]
+
+    def suffix(
+        self, session_id: str, leaf_id: str, budget: int
+    ) -> tuple[PathArrays, str | None]:
+        """The newest rows of the path whose bytes sum to at most ``budget`` (root → leaf).
+
+        The leaf is always included. Also returns the id of the parent of the oldest row
+        returned, when the walk stopped at the budget rather than at a root (None otherwise).
+        """
+        sql = self._WALK.format(
+            stop=" WHERE p.total <= ?", order=" ORDER BY depth",
+            cols="seq, bytes, token_estimate, total, id, parent_id",
+        )
+        out = PathArrays(array("q"), array("q"), array("q"))
+        beyond: str | None = None
+        last_parent: str | None = None
+        for seq, size, tokens, total, id_, parent in self._all(
+            sql, (session_id, leaf_id, session_id, budget)
+        ):
+            if total > budget and len(out.seqs) > 0:
+                beyond = id_  # the first row that did not fit: older rows exist
+                break
+            out.seqs.append(seq)
+            out.bytes.append(size)
+            out.tokens.append(tokens)
+            last_parent = parent
+        else:
+            if len(out.seqs) == 1 and out.bytes[0] > budget and last_parent is not None:
+                beyond = last_parent  # the leaf alone is over budget: does its parent exist?
+                row = self._one(
+                    f"SELECT seq FROM {M} WHERE session_id = ? AND id = ?",
+                    (session_id, last_parent),
+                )
+                if row is None or row[0] >= out.seqs[0]:
+                    beyond = None
+        out.seqs.reverse()
+        out.bytes.reverse()
+        out.tokens.reverse()
+        return out, beyond
 
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]:
         return {r[0]: r[1] for r in self._by_key("id, seq", "id", session_id, list(ids))}

@@ -104,10 +104,17 @@ class SqliteOps(SqlOps):
         )
 
     def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
+        # Look the row ids up first: FTS5 fed by INSERT ... SELECT flushes its pending index
+        # data on every row, with VALUES it batches them.
+        entries = []
+        for sid, mid, role, text in rows:
+            found = self._one(f"SELECT rid FROM {M} WHERE session_id = ? AND id = ?", (sid, mid))
+            if found is not None:
+                entries.append((found[0], sid, mid, role, text))
         self._many(
             f"INSERT OR REPLACE INTO {FTS} (rowid, session_id, id, role, content) "
-            f"SELECT rid, session_id, id, ?, ? FROM {M} WHERE session_id = ? AND id = ?",
-            ((role, text, sid, mid) for sid, mid, role, text in rows),
+            "VALUES (?, ?, ?, ?, ?)",
+            entries,
         )
 
     def fts_delete(self, session_id: str, ids: Sequence[str]) -> None:
