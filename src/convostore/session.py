@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import codec
 from ._overlays import Span, plan_overlays, position, synthetic_message
-from .backends.base import CompactionRow, ContentRow, NewRow, Ops, PathArrays
+from .backends.base import CompactionRow, ContentRow, NewRow, Ops, PathArrays, RowMeta
 from .compaction import COMPACTION_PREFIX, CompactionFunction, coerce_compact_result
 from .errors import NoCompactionFunction
 from .model import (
@@ -48,7 +48,7 @@ WINDOW_ROWS = 50
 WINDOW_BYTES = 4 * 1024 * 1024
 """Most stored bytes one hydration query fetches (a larger row forms a window alone)."""
 NEWEST_FIRST_WINDOW = 8
-"""Most rows per query of a newest-first read (its windows grow 1, 2, 4, 8 from the leaf)."""
+"""Rows per hydration query once a newest-first read has reached a compacted span."""
 _MEMO_WALK_LIMIT = 256
 
 
@@ -471,6 +471,17 @@ class Session:
                 out[mid] = codec.resolve_attachments(value, lookup)
         return out
 
+    def _hydrate_one(self, row: ContentRow) -> Message | None:
+        """One row as a message; the database is touched only for continuations or payloads."""
+        if row.content_chunks == 0 and codec.POINTER_PREFIX not in row.content:
+            try:
+                value = codec.loads(row.content)
+            except ValueError:
+                return None
+            return value if codec.is_valid_stored(value) else None
+        with self._store._backend.read() as ops:
+            return self._hydrate(ops, [row]).get(row.id)
+
     def get_message(self, id: str) -> Message | None:
         """One stored message by id (no overlays), payloads inlined.
 
@@ -584,38 +595,64 @@ class Session:
         yield from self._stream(path, spans)
 
     def _newest_first(self, leaf_id: str | None) -> Iterator[Message]:
+        """Leaf → root by ranges of seqs: in a linear run each row's parent is the row just
+        below it, so one query fetches a whole window; where the chain jumps (a branch), the
+        walk looks the parent up and continues from there. Windows grow 1, 3, 9, 27, 50 rows
+        (fewer when rows are large), so taking k messages reads fewer than 3k rows."""
         sid = self.session_id
         with self._store._backend.read() as ops:
-            leaf = self._leaf(ops, leaf_id)
-            if leaf is None:
-                return
             records = ops.compactions(sid)
+            upto: int | None = None
+            expect: str | None = None
+            if leaf_id:
+                meta = ops.row_meta(sid, leaf_id)
+                if meta is None:
+                    return
+                upto, expect = meta.seq, leaf_id
         ends = {r.to_message_id for r in records}
         echoes = {COMPACTION_PREFIX + r.id for r in records}
-        current: str | None = leaf
-        child_seq: int | None = None
-        size = 1  # rows per step: 1, 2, 4 ... so taking k messages reads fewer than 2k rows
-        while current is not None:
+        size = 1
+        while True:
             with self._store._backend.read() as ops:
-                steps = ops.walk_up(sid, current, "", size)
-                if not steps or (child_seq is not None and steps[0].seq >= child_seq):
-                    return
-                cut = next((i for i, st in enumerate(steps) if st.id in ends), len(steps))
-                take = steps[:cut]
-                rows = ops.content_rows_by_seq(sid, [st.seq for st in reversed(take)])
-                hydrated = self._hydrate(ops, rows)
-            for st in take:
-                if st.id not in echoes and st.id in hydrated:
-                    yield hydrated.pop(st.id)
-            if cut < len(steps):
+                rows = ops.rows_below(sid, upto, size)
+                take: list[ContentRow] = []
+                hit: str | None = None
+                for row in rows:
+                    if expect is not None and row.id != expect:
+                        break  # not the parent: the chain jumps here
+                    if row.id in ends:
+                        hit = row.id
+                        break
+                    take.append(row)
+                    expect = row.parent_id
+                    if expect is None:
+                        break
+                jump: RowMeta | None = None
+                if hit is None and expect is not None and (not take or len(take) < len(rows)
+                                                           or len(rows) < size):
+                    jump = ops.row_meta(sid, expect)
+            for row in take:
+                if row.id not in echoes:
+                    message = self._hydrate_one(row)  # parsed only when the consumer asks
+                    if message is not None:
+                        yield message
+            if hit is not None:
                 # the end of a compacted span: plan overlays over what remains
-                yield from self._newest_first_prefix(steps[cut].id)
+                yield from self._newest_first_prefix(hit)
                 return
-            if len(steps) < size:
-                return  # reached a root
-            child_seq = steps[-1].seq
-            current = steps[-1].parent_id
-            size = min(size * 2, NEWEST_FIRST_WINDOW)
+            if expect is None or (not take and upto is None and not rows):
+                return  # reached a root, or an empty session
+            last_seq = take[-1].seq if take else upto
+            if jump is not None:
+                if last_seq is not None and jump.seq >= last_seq:
+                    return  # a parent written after its child reads as a root, as in walks
+                upto = jump.seq
+            elif take and len(take) == len(rows) == size:
+                upto = take[-1].seq - 1
+            else:
+                return  # the parent does not exist: the row reads as a root
+            used = sum(len(r.content) for r in take) + 1
+            size = max(1, min(size * 3, WINDOW_ROWS, WINDOW_BYTES * max(1, len(take)) // used))
 
     def _newest_first_prefix(self, upto: str) -> Iterator[Message]:
         """Root..``upto`` in reverse, overlays planned over that prefix, 8-row windows."""

@@ -250,6 +250,26 @@ class SqlOps(RegistryOps):
         out.tokens.reverse()
         return out, beyond
 
+    def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]:
+        """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest
+        first: a range scan of the seq index."""
+        if upto is None:
+            return [
+                ContentRow(*r)
+                for r in self._all(
+                    f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
+                    (session_id, limit),
+                )
+            ]
+        return [
+            ContentRow(*r)
+            for r in self._all(
+                f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? AND seq <= ? "
+                "ORDER BY seq DESC LIMIT ?",
+                (session_id, upto, limit),
+            )
+        ]
+
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]:
         return {r[0]: r[1] for r in self._by_key("id, seq", "id", session_id, list(ids))}
 
