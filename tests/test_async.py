@@ -382,14 +382,15 @@ def test_concurrent_tasks_append_one_linear_chain(aopen: Opener) -> None:
 def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Message rows hydrated (content fetched), counted at the backend."""
     counter = [0]
-    original = SqlOps.content_rows_by_seq
+    for name in ("content_rows_by_seq", "content_rows", "rows_below"):
+        original = getattr(SqlOps, name)
 
-    def counting(self: SqlOps, session_id: str, seqs: Any) -> Any:
-        rows = original(self, session_id, seqs)
-        counter[0] += len(rows)
-        return rows
+        def counting(self: SqlOps, *args: Any, _original: Any = original) -> Any:
+            rows = _original(self, *args)
+            counter[0] += len(rows)
+            return rows
 
-    monkeypatch.setattr(SqlOps, "content_rows_by_seq", counting)
+        monkeypatch.setattr(SqlOps, name, counting)
     yield counter
 
 

@@ -13,6 +13,7 @@ import io
 import json
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
 
@@ -74,6 +75,29 @@ def test_ls_shows_the_default_session_and_an_empty_database(
     assert run(["ls", path], capsys)[1].splitlines()[1] == (
         '""       1         63 B  2023-11-14 22:13:20 UTC'
     )
+
+
+def test_ls_shows_registry_names_when_a_registry_exists(
+    chat_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from convostore.manager import SessionManager
+
+    with Sessions.open(chat_db) as store:
+        manager = SessionManager(store)
+        info = manager.create("Deploy help")
+        manager.append(info.id, text("d1", "why did it fail"))
+        when = store.session(info.id).search("fail")[0].created_at
+    code, out, err = run(["ls", chat_db], capsys)
+    width = len(info.id)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"{'SESSION'.ljust(width)}  NAME         MESSAGES  SIZE   LAST WRITE",
+        f"{info.id}  Deploy help  1         76 B   "
+        + datetime.fromtimestamp(when / 1000, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC"),
+        f"{'ops'.ljust(width)}               1         78 B   2023-11-14 22:13:24 UTC",
+        f"{'support'.ljust(width)}               4         276 B  2023-11-14 22:13:23 UTC",
+    ]
 
 
 def test_stats(chat_db: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ from typing import IO, Any
 from . import __version__, codec
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
+from .manager import SessionManager
 from .model import Message, SearchResult
 from .session import Session
 from .store import Sessions, _parse_url
@@ -271,12 +272,15 @@ def _check_leaf(session: Session, leaf_id: str | None) -> None:
 def _cmd_ls(args: argparse.Namespace, out: _Output) -> None:
     with _open(args.db) as store:
         sessions = store.list_sessions()
+        names = {i.id: i.name for i in SessionManager(store).list()}  # {} without a registry
     if not sessions:
         out.line("no sessions")
         return
+    named = bool(names)  # a NAME column only when a registry names some session
     out.table(
-        ["SESSION", "MESSAGES", "SIZE", "LAST WRITE"],
-        [[_sid(s.session_id), str(s.messages), _size(s.bytes), _when(s.last_write)]
+        ["SESSION", *(["NAME"] if named else []), "MESSAGES", "SIZE", "LAST WRITE"],
+        [[_sid(s.session_id), *([names.get(s.session_id, "")] if named else []),
+          str(s.messages), _size(s.bytes), _when(s.last_write)]
          for s in sessions],
     )
 
@@ -591,7 +595,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("path", metavar="PATH", nargs="?", default=DEMO_PATH,
                       help=f"where to write it (default: ./{DEMO_PATH})")
     command("ls", _cmd_ls, "list sessions with message counts, sizes and last writes",
-            "List every session of the database: messages, stored bytes, last write.", [db])
+            "List every session of the database: messages, stored bytes, last write, and\n"
+            "its name when a session manager (convostore.manager) registered it.", [db])
     show = command("show", _cmd_show, "print a session's active history, or its whole tree",
                    "Print the active history of a session (or the branch ending at --leaf),\n"
                    "one line per part; with --tree, every message with branches drawn.",

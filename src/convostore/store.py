@@ -91,6 +91,9 @@ class Sessions:
         self._fts_known = False
         self._closed = False
         self._await: Callable[[Awaitable[Any]], Any] = _run_awaitable
+        from ._legacy import lift  # tables of the reference system: one catalog query if none
+
+        lift(self)
 
     @classmethod
     def open(
