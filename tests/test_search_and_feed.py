@@ -165,15 +165,13 @@ def test_reports_imports_and_direct_compactions(store: Sessions) -> None:
 
 
 def test_parent_id_is_reported_as_passed(store: Sessions) -> None:
-    from convostore import UNSET
-
     s = store.session()
     events: list[ChangeEvent] = []
     store.subscribe(events.append)
     s.append_message(text("a", "1"))
     s.append_message(text("b", "1"), parent_id=None)
     s.append_message(text("c", "1"), parent_id="unknown")
-    assert [e.parent_id for e in events] == [UNSET, None, "unknown"]
+    assert [e.parent_id for e in events] == [None, None, "unknown"]
 
 
 def test_a_raising_listener_is_logged_and_does_not_stop_others(

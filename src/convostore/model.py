@@ -110,7 +110,7 @@ class ChangeEvent:
 
     Which fields are set depends on ``type``:
 
-    - ``append``: ``message``, ``parent_id`` (the option as passed, :data:`UNSET` when omitted),
+    - ``append``: ``message``, ``parent_id`` (the option as passed; ``None`` when omitted),
       ``inserted``
     - ``update``: ``message``
     - ``delete``: ``message_ids`` (as passed)
@@ -123,7 +123,7 @@ class ChangeEvent:
     type: EventType
     session_id: str
     message: Message | None = None
-    parent_id: str | None | _Unset = None
+    parent_id: str | None = None
     inserted: bool | None = None
     message_ids: list[str] | None = None
     compaction: StoredCompaction | None = None

@@ -273,11 +273,13 @@ class Session:
             result = AppendResult(False, stored if stored is not None else prep.message)
             self._emit(
                 ChangeEvent("append", self.session_id, message=result.message,
-                            parent_id=parent_id, inserted=False)
+                            parent_id=None if parent_id is UNSET else parent_id,
+                            inserted=False)
             )
             return result
         self._emit(
-            ChangeEvent("append", self.session_id, message=prep.message, parent_id=parent_id,
+            ChangeEvent("append", self.session_id, message=prep.message,
+                        parent_id=None if parent_id is UNSET else parent_id,
                         inserted=True)
         )
         self._after_insert()
