@@ -1,0 +1,142 @@
+-- convostore: the PostgreSQL schema, version 2 (the DDL convostore itself runs when it may).
+--
+-- For databases where the application's role may not create tables or schemas. Run this file
+-- once as a role that may, in the schema the application will pass as `schema=` (or in `public`
+-- when it passes none), then grant the application's role its data rights. Opening a store
+-- finds the version below and runs no DDL; the first search needs none either, because the
+-- search table is created here as well.
+--
+--   psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA IF NOT EXISTS convostore'
+--   PGOPTIONS='-c search_path=convostore' psql "$ADMIN_URL" -v ON_ERROR_STOP=1 \
+--       -f postgres_schema.sql
+--   psql "$ADMIN_URL" -c 'GRANT USAGE ON SCHEMA convostore TO app' \
+--       -c 'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA convostore TO app'
+--
+-- The application then opens Sessions.open("postgresql://app@host/db", schema="convostore").
+--
+-- Notes
+-- - Every table is keyed by session id first (the payload tables by content hash), so the
+--   tables can be distributed by session_id on Citus or another PostgreSQL-compatible engine.
+-- - Nothing here uses CREATE INDEX CONCURRENTLY, so the whole file is one transaction. On a
+--   large existing table, build an index CONCURRENTLY by hand, outside a transaction, instead.
+-- - Text keys use the "C" collation: byte order, as SQLite compares them.
+-- - Created on a database that already holds messages, the search table starts empty and those
+--   messages are not searchable until rewritten; leave the last section out in that case, and
+--   let the first search (by a role that may create tables) build and fill it.
+-- - Keep this file in step with _MIGRATIONS and _FTS_* in postgres.py (tests/test_postgres.py
+--   compares the two).
+
+BEGIN;
+
+CREATE TABLE IF NOT EXISTS convostore_meta (
+    key TEXT COLLATE "C" PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- version 1 -------------------------------------------------------------------------------------
+
+-- One row per message; content (the first slice of its JSON) last, so walks never load it.
+CREATE TABLE IF NOT EXISTS convostore_messages (
+    session_id TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    parent_id TEXT COLLATE "C",
+    role TEXT NOT NULL,
+    content_chunks INTEGER NOT NULL DEFAULT 0,
+    token_estimate BIGINT NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    bytes BIGINT NOT NULL DEFAULT 0,
+    content TEXT NOT NULL,
+    PRIMARY KEY (session_id, id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS convostore_messages_seq
+    ON convostore_messages (session_id, seq);
+CREATE INDEX IF NOT EXISTS convostore_messages_parent
+    ON convostore_messages (session_id, parent_id);
+
+-- Continuation slices of messages above the row budget (idx from 1).
+CREATE TABLE IF NOT EXISTS convostore_message_chunks (
+    session_id TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    idx INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    PRIMARY KEY (session_id, id, idx)
+);
+
+-- Compaction overlays.
+CREATE TABLE IF NOT EXISTS convostore_compactions (
+    session_id TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    summary TEXT NOT NULL,
+    from_message_id TEXT COLLATE "C" NOT NULL,
+    to_message_id TEXT COLLATE "C" NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (session_id, id)
+);
+
+-- Payloads stored once by SHA-256, in bytea chunks (idx from 0), and who refers to them.
+CREATE TABLE IF NOT EXISTS convostore_attachments (
+    hash TEXT COLLATE "C" PRIMARY KEY,
+    bytes BIGINT NOT NULL,
+    media_type TEXT NOT NULL,
+    chunks INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS convostore_attachment_chunks (
+    hash TEXT COLLATE "C" NOT NULL,
+    idx INTEGER NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (hash, idx)
+);
+CREATE TABLE IF NOT EXISTS convostore_attachment_refs (
+    session_id TEXT COLLATE "C" NOT NULL,
+    message_id TEXT COLLATE "C" NOT NULL,
+    hash TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (session_id, message_id, hash)
+);
+
+-- version 2 -------------------------------------------------------------------------------------
+
+-- A per-session epoch, bumped by every write but a plain append.
+CREATE TABLE IF NOT EXISTS convostore_session_state (
+    session_id TEXT COLLATE "C" PRIMARY KEY,
+    epoch BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash
+    ON convostore_attachment_refs (hash);
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '2')
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- full-text search (otherwise created by the first search) -------------------------------------
+
+-- English stemming without the English stop-word list, so every word is searchable and a phrase
+-- keeps all its words, as with SQLite's porter tokenizer.
+DO $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_ts_config WHERE cfgname = 'convostore_english'
+        AND cfgnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+    ) THEN
+        CREATE TEXT SEARCH DICTIONARY convostore_english_stem (TEMPLATE = snowball, LANGUAGE = english);
+        CREATE TEXT SEARCH CONFIGURATION convostore_english (COPY = pg_catalog.english);
+        ALTER TEXT SEARCH CONFIGURATION convostore_english
+            ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+            WITH convostore_english_stem;
+    END IF;
+END
+$$;
+
+-- The indexed text of each message's text parts, and its tsvector (computed by convostore from
+-- a bounded form of the text, under the 1 MB tsvector limit; see _index_source in postgres.py).
+CREATE TABLE IF NOT EXISTS convostore_fts (
+    session_id TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    tsv TSVECTOR NOT NULL,
+    PRIMARY KEY (session_id, id)
+);
+CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON convostore_fts USING GIN (tsv);
+
+COMMIT;

@@ -1,0 +1,425 @@
+"""What only the PostgreSQL engine has: pools, schemas, migrations under concurrency, the DDL file,
+roles that may not create tables, driver errors at the boundary, search-table limits.
+
+The conformance suite runs everything else on PostgreSQL; these tests need a server
+(``CONVOSTORE_TEST_POSTGRES_URL``) and skip without one, except the missing-driver test.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from _helpers import ids, text
+
+from convostore import (
+    BackendError,
+    MissingDependency,
+    SchemaTooNew,
+    Sessions,
+    StoreClosed,
+)
+from convostore.backends._sql import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from conftest import BackendSpec
+
+PG_URL = os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
+pytestmark = pytest.mark.requires("postgres")
+
+
+def _admin() -> Any:
+    import psycopg
+
+    assert PG_URL is not None
+    return psycopg.connect(PG_URL, autocommit=True)
+
+
+def _fresh_schema() -> str:
+    return f"cs_test_{uuid.uuid4().hex[:12]}"
+
+
+def _drop(schema: str) -> None:
+    with _admin() as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def spec(backend_spec: BackendSpec) -> BackendSpec:
+    """The postgres backend spec (other backends skip through the ``requires`` marker)."""
+    return backend_spec
+
+
+@pytest.fixture
+def schemas() -> Iterator[list[str]]:
+    """Extra schemas a test creates; dropped afterwards."""
+    made: list[str] = []
+    yield made
+    for schema in made:
+        _drop(schema)
+
+
+def _tables(schema: str) -> set[str]:
+    with _admin() as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (schema,),
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+# --- the driver is optional ---------------------------------------------------------------
+
+
+def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "convostore.backends.postgres", raising=False)
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # makes `import psycopg` fail
+    monkeypatch.setitem(sys.modules, "psycopg_pool", None)
+    with pytest.raises(MissingDependency) as info:
+        Sessions.open("postgresql://nobody@127.0.0.1:1/none")
+    assert "pip install 'convostore[postgres]'" in str(info.value)
+    assert isinstance(info.value, ImportError)
+    with pytest.raises(MissingDependency):
+        Sessions.open(pool=object())
+
+
+# --- pools ----------------------------------------------------------------------------------
+
+
+def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
+    from psycopg.pq import TransactionStatus
+    from psycopg_pool import ConnectionPool
+
+    schema = spec.options["schema"]
+    pool: ConnectionPool[Any] = ConnectionPool(spec.url, min_size=1, max_size=2, open=True)
+    try:
+        with pool.connection() as conn:
+            path_before = conn.execute("SHOW search_path").fetchone()
+        store = Sessions.open(pool=pool, schema=schema)
+        s = store.session("u")
+        s.append_message(text("a", "hello pool"))
+        s.append_message(text("b", "second"))
+        assert ids(s.get_history()) == ["a", "b"]
+        assert [r.id for r in s.search("pool")] == ["a"]
+        store.close()
+        with pytest.raises(StoreClosed):
+            s.get_history()
+        assert not pool.closed
+        with pool.connection() as conn:
+            # The user's connections come back as they were lent: not autocommit, idle, and
+            # with their own search_path (the schema was set per transaction only).
+            assert conn.autocommit is False
+            assert conn.info.transaction_status == TransactionStatus.IDLE
+            assert conn.execute("SHOW search_path").fetchone() == path_before
+            count = conn.execute(
+                f'SELECT count(*) FROM "{schema}".convostore_messages'
+            ).fetchone()
+            assert count == (2,)
+    finally:
+        pool.close()
+
+
+def test_the_store_closes_the_pool_it_created(spec: BackendSpec) -> None:
+    store = Sessions.open(spec.url, **spec.options)
+    store.session().append_message(text("a", "x"))
+    pool = store._backend._pool  # type: ignore[attr-defined]
+    store.close()
+    assert pool.closed
+    store.close()  # idempotent
+
+
+def test_a_url_password_never_shows(spec: BackendSpec) -> None:
+    assert PG_URL is not None and PG_URL.startswith("postgresql://")
+    rest = PG_URL[len("postgresql://") :]
+    user, _, host = rest.partition("@")
+    url = f"postgresql://{user}:s3cret-pw@{host}"  # trust auth ignores the password
+    with Sessions.open(url, **spec.options) as store:
+        assert "s3cret-pw" not in repr(store)
+        assert "s3cret-pw" not in store._backend.url
+
+
+def test_an_unreachable_server_is_a_backend_error() -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(BackendError) as info:
+        Sessions.open("postgresql://postgres@127.0.0.1:1/test", schema="x")
+    assert info.value.__cause__ is not None
+
+
+# --- schemas --------------------------------------------------------------------------------
+
+
+def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list[str]) -> None:
+    other = _fresh_schema()
+    schemas.append(other)
+    with Sessions.open(spec.url, **spec.options) as a, \
+            Sessions.open(spec.url, **{**spec.options, "schema": other}) as b:
+        a.session("s").append_message(text("m1", "alpha words"))
+        b.session("s").append_message(text("m1", "beta words"))
+        b.session("s").append_message(text("m2", "more beta"))
+        assert [m["parts"][0]["text"] for m in a.session("s").get_history()] == ["alpha words"]
+        assert ids(b.session("s").get_history()) == ["m1", "m2"]
+        assert [r.content for r in a.search("words")] == ["alpha words"]
+        assert [r.content for r in b.search("words")] == ["beta words"]
+        assert a.storage_stats().messages == 1 and b.storage_stats().messages == 2
+    for schema in (spec.options["schema"], other):
+        assert {"convostore_messages", "convostore_meta", "convostore_fts"} <= _tables(schema)
+    assert "convostore_messages" not in _tables("public")
+
+
+def test_an_awkward_schema_name_is_quoted(spec: BackendSpec, schemas: list[str]) -> None:
+    odd = f"Odd Schema-{uuid.uuid4().hex[:6]}'%?"
+    schemas.append(odd)
+    with Sessions.open(spec.url, schema=odd) as store:
+        store.session().append_message(text("a", "quoted schema works"))
+        assert [r.id for r in store.session().search("quoted schema")] == ["a"]
+    assert "convostore_messages" in _tables(odd)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 64, "a\x00b"])
+def test_a_bad_schema_name_is_refused_before_connecting(bad: str) -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(ValueError):
+        Sessions.open("postgresql://nobody@127.0.0.1:1/none", schema=bad)
+
+
+# --- migrations -----------------------------------------------------------------------------
+
+
+def _open_and_write(url: str, schema: str, worker: int, start: Any, out: Any) -> None:
+    try:
+        start.wait(30)
+        with Sessions.open(url, schema=schema) as store:
+            store.session(f"w{worker}").append_message(text(f"m{worker}", "hi"))
+        out.put((worker, None))
+    except BaseException as exc:  # reported to the parent, which fails the test
+        out.put((worker, repr(exc)))
+
+
+def test_processes_opening_a_new_schema_at_once_migrate_it_once(
+    spec: BackendSpec, schemas: list[str]
+) -> None:
+    schema = _fresh_schema()
+    schemas.append(schema)
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_open_and_write, args=(spec.url, schema, w, start, out))
+        for w in range(6)
+    ]
+    for p in procs:
+        p.start()
+    start.set()
+    results = sorted(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+    assert results == [(w, None) for w in range(6)]
+    with _admin() as conn:
+        assert conn.execute(
+            f'SELECT key, value FROM "{schema}".convostore_meta'
+        ).fetchall() == [("schema_version", str(SCHEMA_VERSION))]
+    with Sessions.open(spec.url, schema=schema) as store:
+        assert [x.session_id for x in store.list_sessions()] == [f"w{w}" for w in range(6)]
+
+
+def test_reopening_is_idempotent_and_a_newer_schema_is_refused(spec: BackendSpec) -> None:
+    schema = spec.options["schema"]
+    for _ in range(2):
+        with Sessions.open(spec.url, **spec.options) as store:
+            store.session().append_message(text("a", "once"))
+    with Sessions.open(spec.url, **spec.options) as store:
+        assert ids(store.session().get_history()) == ["a"]
+    with _admin() as conn:
+        conn.execute(
+            f"UPDATE \"{schema}\".convostore_meta SET value = '{SCHEMA_VERSION + 1}' "
+            "WHERE key = 'schema_version'"
+        )
+    with pytest.raises(SchemaTooNew) as info:
+        Sessions.open(spec.url, **spec.options)
+    assert (info.value.found, info.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+
+
+def _catalog(schema: str) -> dict[str, Any]:
+    with _admin() as conn:
+        columns = conn.execute(
+            "SELECT table_name, ordinal_position, column_name, data_type, is_nullable, "
+            "column_default, collation_name FROM information_schema.columns "
+            "WHERE table_schema = %s ORDER BY table_name, ordinal_position",
+            (schema,),
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT indexname, replace(indexdef, %s, 'S') FROM pg_indexes "
+            "WHERE schemaname = %s ORDER BY indexname",
+            (conn.execute("SELECT quote_ident(%s)", (schema,)).fetchone()[0] + ".", schema),
+        ).fetchall()
+        meta = conn.execute(f'SELECT * FROM "{schema}".convostore_meta').fetchall()
+        conn.execute("SELECT set_config('search_path', quote_ident(%s), false)", (schema,))
+        lexemes = conn.execute(
+            "SELECT to_tsvector('convostore_english', 'The cats OR dogs were running')::text"
+        ).fetchone()
+    return {"columns": columns, "indexes": indexes, "meta": meta, "lexemes": lexemes}
+
+
+def _run_schema_file(schema: str) -> None:
+    from convostore.backends.postgres import SCHEMA_FILE
+
+    with _admin() as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        conn.execute("SELECT set_config('search_path', quote_ident(%s), false)", (schema,))
+        conn.execute(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def test_the_schema_file_builds_what_the_migrations_build(
+    spec: BackendSpec, schemas: list[str]
+) -> None:
+    by_file = _fresh_schema()
+    schemas.append(by_file)
+    _run_schema_file(by_file)
+    _run_schema_file(by_file)  # idempotent
+    with Sessions.open(spec.url, **spec.options) as store:
+        store.search("anything")  # the search table is created by the first search
+    migrated = _catalog(spec.options["schema"])
+    assert _catalog(by_file) == migrated
+    assert migrated["lexemes"] == ("'cat':2 'dog':4 'or':3 'run':6 'the':1 'were':5",)
+
+
+def test_a_role_without_create_rights_works_on_the_schema_file(
+    spec: BackendSpec, schemas: list[str]
+) -> None:
+    import psycopg.conninfo
+
+    schema = _fresh_schema()
+    schemas.append(schema)
+    role = f"cs_app_{uuid.uuid4().hex[:10]}"
+    assert PG_URL is not None
+    info = psycopg.conninfo.conninfo_to_dict(PG_URL)
+    url = (f"postgresql://{role}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}"
+           f"/{info['dbname']}")
+    with _admin() as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        with pytest.raises(BackendError):  # may not create the schema itself
+            Sessions.open(url, schema=schema)
+        _run_schema_file(schema)
+        with _admin() as conn:
+            conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {role}')
+            conn.execute(
+                f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" '
+                f"TO {role}"
+            )
+        with Sessions.open(url, schema=schema) as store:
+            s = store.session("app")
+            s.append_message(text("a", "restricted roles can chat"))
+            s.append_message({"id": "b", "role": "user", "parts": [
+                {"type": "file", "mediaType": "image/png",
+                 "url": "data:image/png;base64,iVBORw0KGgo="}]})
+            assert [r.id for r in s.search("restricted roles")] == ["a"]
+            s.delete_messages(["b"])
+            assert ids(s.get_history()) == ["a"]
+            assert store.storage_stats().attachments == 0
+    finally:
+        with _admin() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+# --- the boundary: driver errors, interrupts, nesting ---------------------------------------
+
+
+def test_driver_errors_are_backend_errors_and_roll_back(spec: BackendSpec) -> None:
+    import psycopg
+
+    with Sessions.open(spec.url, **spec.options) as store:
+        s = store.session()
+        s.append_message(text("a", "kept"))
+        backend: Any = store._backend
+        with pytest.raises(BackendError) as info, backend.write("") as ops:
+            ops._run("DELETE FROM convostore_messages")
+            ops._one("SELECT 1 / 0")
+        assert isinstance(info.value.__cause__, psycopg.errors.DivisionByZero)
+        assert ids(s.get_history()) == ["a"]  # the delete was rolled back
+        with pytest.raises(BackendError), backend.read() as ops:
+            ops._one("SELECT * FROM no_such_table")
+        s.append_message(text("b", "the pool still works"))
+        assert ids(s.get_history()) == ["a", "b"]
+
+
+def test_an_interrupt_is_not_wrapped_and_rolls_back(spec: BackendSpec) -> None:
+    with Sessions.open(spec.url, **spec.options) as store:
+        s = store.session()
+        s.append_message(text("a", "kept"))
+        backend: Any = store._backend
+        with pytest.raises(KeyboardInterrupt), backend.write("") as ops:
+            ops._run("DELETE FROM convostore_messages")
+            raise KeyboardInterrupt
+        assert ids(s.get_history()) == ["a"]
+        s.append_message(text("b", "after"))
+        assert ids(s.get_history()) == ["a", "b"]
+
+
+def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
+    spec: BackendSpec,
+) -> None:
+    with Sessions.open(spec.url, **spec.options) as store:
+        s = store.session()
+        with store._backend.write("") as ops:
+            assert ops.message_count("") == 0
+            with pytest.raises(BackendError, match="already open"):
+                s.append_message(text("a", "x"))
+        s.append_message(text("a", "x"))
+        assert ids(s.get_history()) == ["a"]
+
+
+def test_two_stores_on_one_schema_share_the_session_lock(spec: BackendSpec) -> None:
+    import threading
+
+    with Sessions.open(spec.url, **spec.options) as a, \
+            Sessions.open(spec.url, **spec.options) as b:
+        def worker(store: Sessions, k: int) -> None:
+            for i in range(30):
+                store.session("x").append_message(text(f"{k}-{i}", "y"))
+
+        threads = [threading.Thread(target=worker, args=(st, k))
+                   for k, st in enumerate([a, b, a, b])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        history = a.session("x").get_history()
+        assert len(history) == 120 and len(set(ids(history))) == 120
+        assert len(b.session("x").get_history_row_stats()) == 120  # one linear chain
+
+
+# --- search-table limits --------------------------------------------------------------------
+
+
+def test_text_too_big_for_one_tsvector_is_indexed_without_failing_the_write(
+    spec: BackendSpec,
+) -> None:
+    with Sessions.open(spec.url, **spec.options) as store:
+        s = store.session()
+        s.append_message(text("seed", "first"))
+        assert s.search("first")[0].id == "seed"  # the index exists from here on
+        # ~1.3 MB of distinct words: a single tsvector of all of it exceeds 1 MB.
+        body = "opening phrase here " + " ".join(f"w{i}x" for i in range(200_000))
+        s.append_message(text("huge", body))
+        assert s.get_message("huge") == text("huge", body)
+        assert [r.id for r in s.search("opening phrase")] == ["huge"]
+        assert [r.id for r in s.search("w15000x")] == ["huge"]
+
+
+def test_nul_and_lone_surrogates_in_indexed_text_do_not_fail_writes(spec: BackendSpec) -> None:
+    with Sessions.open(spec.url, **spec.options) as store:
+        s = store.session()
+        s.append_message(text("seed", "first"))
+        s.search("first")
+        odd = "before\x00after \ud800 lonely"
+        s.append_message(text("odd", odd))
+        assert s.get_message("odd") == text("odd", odd)
+        assert [r.id for r in s.search("lonely")] == ["odd"]
+        assert s.search("\x00") == [] and s.search("\udfff") == []
