@@ -8,6 +8,7 @@ never reached, so every append pays the estimate check) into sessions of 100 and
 
     python benchmarks/append.py                # full sizes
     python benchmarks/append.py --big 20000    # quicker
+    python benchmarks/append.py --backend postgres --appends 200 --repeats 3
 
 Targets (issue 2 and 4): big/small within 1.3x; >= 0.5x raw with NORMAL, >= 0.8x with FULL;
 auto-compaction big/small within 1.5x.
@@ -131,13 +132,113 @@ def bench_raw(path: str, durability: str, n: int, repeats: int) -> float:
     return n / secs
 
 
+def _pg_worker(
+    url: str, schema: str, raw: bool, worker: int, n: int, ready: Any, session: str
+) -> None:
+    """One writing process: n appends through convostore, or n raw INSERT+COMMIT."""
+    import uuid
+
+    source = realistic_messages(seed=1000 + worker)
+    msgs = [{**next(source), "id": f"{worker}-{uuid.uuid4().hex}"} for _ in range(n)]
+    if raw:
+        import psycopg
+
+        with psycopg.connect(url, options=f"-c search_path={schema}") as conn:
+            ready.wait()
+            for i, m in enumerate(msgs):
+                conn.execute("INSERT INTO raw (session_id, id, seq, content) VALUES (%s,%s,%s,%s)",
+                             ("s", m["id"], i,
+                              json.dumps(m, separators=(",", ":"), ensure_ascii=False)))
+                conn.commit()
+        return
+    with Sessions.open(url, schema=schema, pool_size=2) as store:
+        s = store.session(session or f"w{worker}")
+        s.get_latest_leaf()  # the pool's connections are open before the clock starts
+        ready.wait()
+        for m in msgs:
+            s.append_message(m)
+
+
+def _pg_run(url: str, schema: str, raw: bool, procs: int, n: int, session: str = "") -> float:
+    """Appends per second of ``procs`` processes writing ``n`` messages each."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Barrier(procs + 1)
+    workers = [ctx.Process(target=_pg_worker, args=(url, schema, raw, w, n, ready, session))
+               for w in range(procs)]
+    for w in workers:
+        w.start()
+    ready.wait()  # every writer is connected: start the clock
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+        if w.exitcode != 0:
+            raise SystemExit(f"a writer failed (exit code {w.exitcode})")
+    return procs * n / (time.perf_counter() - t0)
+
+
+def postgres_main(args: argparse.Namespace) -> int:
+    """Appends/s on PostgreSQL, one process and 4 processes, against raw psycopg."""
+    import uuid
+
+    import psycopg
+
+    url = args.url or os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
+    if not url:
+        raise SystemExit("--backend postgres needs --url or $CONVOSTORE_TEST_POSTGRES_URL")
+    schema = f"cs_bench_append_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+        admin.execute(f'CREATE TABLE "{schema}".raw (session_id TEXT, id TEXT, seq BIGINT, '
+                      "content TEXT, PRIMARY KEY (session_id, id))")
+    try:
+        Sessions.open(url, schema=schema).close()  # migrate once, outside the timings
+        n = args.appends
+        print(f"PostgreSQL, each figure the median of {args.repeats} runs; "
+              f"{n} appends per process, timed once every writer is connected\n")
+        print(f"{'workload':<40} {'appends/s':>10} {'vs raw':>8}")
+        results: list[tuple[str, bool]] = []
+        for procs in (1, 4):  # each convostore process writes its own session
+            raw = statistics.median(_pg_run(url, schema, True, procs, n)
+                                    for _ in range(args.repeats))
+            ours = statistics.median(_pg_run(url, schema, False, procs, n)
+                                     for _ in range(args.repeats))
+            print(f"{f'raw psycopg INSERT+COMMIT, {procs} process(es)':<40} {raw:>10,.0f} "
+                  f"{1:>8.2f}")
+            print(f"{f'convostore append, {procs} process(es)':<40} {ours:>10,.0f} "
+                  f"{ours / raw:>8.2f}")
+            results.append((f"{procs} process(es): within 2x of raw ({raw / ours:.2f}x)",
+                            raw / ours <= 2.0))
+        # 4 processes into ONE session: the session's lock orders them into one chain.
+        shared = statistics.median(_pg_run(url, schema, False, 4, n, "shared")
+                                   for _ in range(args.repeats))
+        print(f"{'convostore append, 4 into one session':<40} {shared:>10,.0f}")
+        with Sessions.open(url, schema=schema) as store:
+            count = len(store.session("shared").get_history())
+        expected = args.repeats * n * 4
+        results.append((f"one session, 4 writers: one linear chain ({count} of {expected})",
+                        count == expected))
+        print()
+        for label, ok in results:
+            print(f"{'PASS' if ok else 'FAIL'}  {label}")
+        return 0 if all(ok for _, ok in results) else 1
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    ap.add_argument("--url", help="postgres: server URL (default $CONVOSTORE_TEST_POSTGRES_URL)")
     ap.add_argument("--big", type=int, default=100_000, help="size of the big session")
     ap.add_argument("--appends", type=int, default=300, help="appends per timed run")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-compaction", action="store_true", help="skip the auto-compaction part")
     args = ap.parse_args()
+    if args.backend == "postgres":
+        return postgres_main(args)
 
     tmp = tempfile.mkdtemp(prefix="convostore-bench-")
     path = os.path.join(tmp, "append.db")
