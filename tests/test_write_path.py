@@ -350,6 +350,22 @@ def test_bad_input_names_the_field_and_writes_nothing(
     assert events == []
 
 
+def test_nul_characters_are_refused_where_text_columns_hold_them(store: Sessions) -> None:
+    s = store.session()
+    with pytest.raises(InvalidMessage, match="id"):
+        s.append_message(text("a\x00b", "x"))
+    with pytest.raises(InvalidMessage, match="role"):
+        s.append_message(text("a", "x", role="us\x00er"))
+    with pytest.raises(ValueError):
+        store.session("bad\x00id")
+    with pytest.raises(ValueError):
+        s.add_compaction("sum\x00mary", "a", "b")
+    body = text("ok", "NUL inside content is fine: \x00")
+    s.append_message(body)
+    assert s.get_message("ok") == body
+    assert store.storage_stats().messages == 1
+
+
 def test_a_missing_id_is_generated(store: Sessions) -> None:
     s = store.session()
     r = s.append_message({"role": "user", "parts": [{"type": "text", "text": "hi"}]})

@@ -60,9 +60,13 @@ def validate_message(message: object) -> Message:
         raise InvalidMessageType("id", f"expected a string, got {type(mid).__name__}")
     if mid == "":
         raise InvalidMessage("id", "must not be empty")
+    if "\x00" in mid:
+        raise InvalidMessage("id", "must not contain a NUL character")
     role = msg.get("role")
     if not isinstance(role, str):
         raise InvalidMessageType("role", f"expected a string, got {type(role).__name__}")
+    if "\x00" in role:
+        raise InvalidMessage("role", "must not contain a NUL character")
     if "parts" not in msg:
         raise InvalidMessageType("parts", "missing; expected a list")
     if not isinstance(msg["parts"], list):

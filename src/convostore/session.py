@@ -833,6 +833,8 @@ class Session:
                             ("to_message_id", to_message_id)):
             if not isinstance(value, str):
                 raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+            if "\x00" in value:
+                raise ValueError(f"{name} must not contain a NUL character")
         codec.dumps(summary)  # rejects text the database cannot hold, before writing
         sid = self.session_id
         with self._store._backend.write(sid) as ops:

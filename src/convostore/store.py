@@ -172,6 +172,8 @@ class Sessions:
         """The handle of one session (``""`` is the default); the same object for the same id."""
         if not isinstance(session_id, str):
             raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
+        if "\x00" in session_id:
+            raise ValueError("session_id must not contain a NUL character")
         if self._closed:
             raise StoreClosed("the store is closed")
         with self._lock:
