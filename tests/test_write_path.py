@@ -320,6 +320,13 @@ def test_strips_reserved_metadata_only_from_client_writes(
             "parts[0].data",
         ),
         (
+            {"id": "x", "role": "assistant", "parts": [
+                {"type": "tool-t", "toolCallId": "c", "input": {}, "output": {"v": math.inf}}
+            ]},
+            InvalidMessage,
+            "parts[0].output.v",
+        ),
+        (
             {"id": "x", "role": "user", "parts": [], "metadata": {"tags": {1, 2}}},
             InvalidMessage,
             "metadata.tags",
@@ -364,6 +371,20 @@ def test_nul_characters_are_refused_where_text_columns_hold_them(store: Sessions
     s.append_message(body)
     assert s.get_message("ok") == body
     assert store.storage_stats().messages == 1
+
+
+def test_tool_messages_stamp_the_same_estimate_as_the_formula(store: Sessions) -> None:
+    from convostore.tokens import estimate_row_tokens
+
+    s = store.session()
+    msg = {"id": "t", "role": "assistant", "parts": [
+        {"type": "tool-search", "toolCallId": "c1", "state": "output-available",
+         "input": {"query": "deploy logs"}, "output": {"rows": [{"line": i} for i in range(50)]}},
+        {"type": "text", "text": "found fifty lines"},
+    ]}
+    s.append_message(msg)
+    assert s.get_history_row_stats()[0].token_estimate == estimate_row_tokens(msg)
+    assert s.get_message("t") == msg
 
 
 def test_a_missing_id_is_generated(store: Sessions) -> None:

@@ -91,6 +91,45 @@ def dumps(value: Any) -> str:
     return text
 
 
+_TOOL_VALUES = ("input", "output", "result")
+
+
+def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
+    """:func:`dumps` of a message, plus the JSON text of each tool part's input and output.
+
+    The text is exactly ``dumps(message)``, composed piece by piece so that the pieces the
+    token estimate needs (``id(value) -> text``) are encoded once, not twice.
+    """
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not any(
+        isinstance(p, dict) and isinstance(p.get("type"), str)
+        and (p["type"].startswith("tool-") or p["type"] == "dynamic-tool")
+        for p in parts
+    ) or not all(isinstance(k, str) for k in message):
+        return dumps(message), {}
+    try:
+        encoded: dict[int, str] = {}
+        pieces: list[str] = []
+        for part in parts:
+            if isinstance(part, dict) and all(isinstance(k, str) for k in part):
+                items = []
+                for key, value in part.items():
+                    text = dumps(value)
+                    if key in _TOOL_VALUES and isinstance(value, (dict, list)):
+                        encoded[id(value)] = text
+                    items.append(dumps(key) + ":" + text)
+                pieces.append("{" + ",".join(items) + "}")
+            else:
+                pieces.append(dumps(part))
+        body = ",".join(
+            dumps(key) + ":" + ("[" + ",".join(pieces) + "]" if key == "parts" else dumps(value))
+            for key, value in message.items()
+        )
+    except InvalidMessage:
+        return dumps(message), {}  # encode the whole message again to name the field
+    return "{" + body + "}", encoded
+
+
 def loads(text: str) -> Any:
     """Parse stored text (the inverse of :func:`dumps`)."""
     return json.loads(text)

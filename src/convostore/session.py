@@ -166,13 +166,14 @@ class Session:
             message = codec.sanitize_message(message)
             if source == "client":
                 message = codec.strip_reserved_metadata(message, self._store.reserved_metadata_keys)
-        text = codec.dumps(message)
+        text, encoded = codec.dumps_message(message)
         payloads: list[codec.Payload] = []
         hashes: list[str] = []
         if codec.may_carry_media(text):
             stored, payloads, hashes = codec.extract_attachments(message)
             if stored is not message:
                 text = codec.dumps(stored)
+                encoded = {}  # the estimate counts media inline, not the stored pointers
         slices = codec.split_content(text)
         return _Prepared(
             message=message,
@@ -180,7 +181,7 @@ class Session:
             content_bytes=codec.utf8_len(text),
             payloads=payloads,
             hashes=hashes,
-            estimate=estimate_row_tokens(message, self._store.token_counter),
+            estimate=estimate_row_tokens(message, self._store.token_counter, encoded),
         )
 
     def _stored_bytes(self, ops: Ops, prep: _Prepared) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from convostore.model import Message
@@ -95,7 +95,11 @@ def _to_text(value: object) -> str:
         return str(value)
 
 
-def estimate_value_tokens(value: object, token_counter: TokenCounter | None = None) -> int:
+def estimate_value_tokens(
+    value: object,
+    token_counter: TokenCounter | None = None,
+    encoded: Mapping[int, str] | None = None,
+) -> int:
     """Estimate the tokens of any part field: a string, ``None`` or a JSON-like value.
 
     ``None`` costs 0, a string is counted as it is, anything else through its compact JSON text
@@ -103,6 +107,8 @@ def estimate_value_tokens(value: object, token_counter: TokenCounter | None = No
 
     :param value: the value to measure (a tool input or output, a text field...).
     :param token_counter: counts a string instead of :func:`estimate_string_tokens`.
+    :param encoded: JSON texts already made, by ``id()`` of the value (see
+        :func:`convostore.codec.dumps_message`), so a value is not encoded twice.
     :return: the estimate.
     """
     if value is None:
@@ -110,6 +116,10 @@ def estimate_value_tokens(value: object, token_counter: TokenCounter | None = No
     count = estimate_string_tokens if token_counter is None else token_counter
     if isinstance(value, str):
         return count(value)
+    if encoded is not None:
+        text = encoded.get(id(value))
+        if text is not None:
+            return count(text)
     return count(_to_text(value))
 
 
@@ -120,7 +130,9 @@ def _is_tool_type(part_type: object) -> bool:
 
 
 def estimate_message_tokens(
-    messages: Iterable[Message], token_counter: TokenCounter | None = None
+    messages: Iterable[Message],
+    token_counter: TokenCounter | None = None,
+    encoded: Mapping[int, str] | None = None,
 ) -> int:
     """Estimate the tokens of messages from their text, reasoning and tool parts.
 
@@ -136,6 +148,7 @@ def estimate_message_tokens(
 
     :param messages: UIMessage-shaped dicts.
     :param token_counter: counts each string instead of :func:`estimate_string_tokens`.
+    :param encoded: JSON texts of tool inputs and outputs already made, by ``id()``.
     :return: the estimate.
     """
     total = 0
@@ -154,11 +167,11 @@ def estimate_message_tokens(
                     value = part.get("reasoning")
                 total += estimate_value_tokens(value, token_counter)
             elif _is_tool_type(part_type):
-                total += estimate_value_tokens(part.get("input"), token_counter)
+                total += estimate_value_tokens(part.get("input"), token_counter, encoded)
                 output = part.get("output")
                 if output is None:
                     output = part.get("result")
-                total += estimate_value_tokens(output, token_counter)
+                total += estimate_value_tokens(output, token_counter, encoded)
             elif "text" in part:
                 total += estimate_value_tokens(part["text"], token_counter)
             elif "result" in part:
@@ -192,7 +205,11 @@ def _data_url_bytes(url: str) -> int:
     return payload_length
 
 
-def estimate_row_tokens(message: Message, token_counter: TokenCounter | None = None) -> int:
+def estimate_row_tokens(
+    message: Message,
+    token_counter: TokenCounter | None = None,
+    encoded: Mapping[int, str] | None = None,
+) -> int:
     """Estimate the tokens stamped on a stored row: the message plus its inline attachments.
 
     This is :func:`estimate_message_tokens` of the single message, plus, for each top-level
@@ -204,9 +221,10 @@ def estimate_row_tokens(message: Message, token_counter: TokenCounter | None = N
 
     :param message: the prepared message, attachments still inline.
     :param token_counter: counts each string instead of :func:`estimate_string_tokens`.
+    :param encoded: JSON texts of tool inputs and outputs already made, by ``id()``.
     :return: the estimate.
     """
-    total = estimate_message_tokens((message,), token_counter)
+    total = estimate_message_tokens((message,), token_counter, encoded)
     parts = message.get("parts")
     if not parts:
         return total
