@@ -600,8 +600,9 @@ class Session:
     def _newest_first(self, leaf_id: str | None) -> Iterator[Message]:
         """Leaf → root by ranges of seqs: in a linear run each row's parent is the row just
         below it, so one query fetches a whole window; where the chain jumps (a branch), the
-        walk looks the parent up and continues from there. Windows grow 1, 3, 9, 27, 50 rows
-        (fewer when rows are large), so taking k messages reads fewer than 3k rows."""
+        walk looks the parent up and continues from there. Windows grow 1, 5, 15, 45, 50 rows
+        (fewer when rows are large): the newest 20 messages take three queries, and taking k
+        messages reads fewer than 3k rows."""
         sid = self.session_id
         with self._store._backend.read() as ops:
             records = ops.compactions(sid)
@@ -655,7 +656,8 @@ class Session:
             else:
                 return  # the parent does not exist: the row reads as a root
             used = sum(len(r.content) for r in take) + 1
-            size = max(1, min(size * 3, WINDOW_ROWS, WINDOW_BYTES * max(1, len(take)) // used))
+            grown = 5 if size == 1 else size * 3
+            size = max(1, min(grown, WINDOW_ROWS, WINDOW_BYTES * max(1, len(take)) // used))
 
     def _newest_first_prefix(self, upto: str) -> Iterator[Message]:
         """Root..``upto`` in reverse, overlays planned over that prefix, 8-row windows."""
