@@ -491,3 +491,18 @@ def test_newest_first_matches_reversed_forward_on_random_trees(
                 if len(head) == 3:
                     break
             assert head == forward[::-1][:3]
+
+
+def test_get_roots_lists_every_tree_in_write_order(store: Sessions) -> None:
+    s = store.session()
+    assert s.get_roots() == []
+    s.append_message(text("a", "1"))
+    s.append_message(text("b", "2"))
+    s.append_message(text("c", "3"), parent_id=None)
+    s.append_message(text("d", "4"), parent_id="unknown")
+    s.import_message(text("e", "5"), parent_id="f", created_at=1)
+    s.import_message(text("f", "6"), parent_id="e", created_at=2)
+    assert ids(s.get_roots()) == ["a", "c", "d", "e"]
+    s.delete_messages(["a"])
+    assert ids(s.get_roots()) == ["b", "c", "d", "e"]
+    assert store.session("other").get_roots() == []

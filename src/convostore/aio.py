@@ -416,6 +416,10 @@ class AsyncSession:
         """Async twin of :meth:`Session.get_branches`."""
         return await self._call(self._session.get_branches, message_id)
 
+    async def get_roots(self) -> list[Message]:
+        """Async twin of :meth:`Session.get_roots`."""
+        return await self._call(self._session.get_roots)
+
     def history(
         self, *, leaf_id: str | None = None, newest_first: bool = False
     ) -> AsyncIterator[Message]:

@@ -172,7 +172,7 @@ def _print_history(out: _Output, messages: Iterable[Message]) -> int:
 
 
 def _print_tree(out: _Output, session: Session, total: int, leaf_id: str | None) -> None:
-    """Every message reachable from the root of the chosen path, branches drawn.
+    """Every message of the session, tree by tree, branches drawn.
 
     A chain continues in the same column; a message with several children draws one branch per
     child, in write order. One ``get_branches`` call per message.
@@ -186,8 +186,7 @@ def _print_tree(out: _Output, session: Session, total: int, leaf_id: str | None)
         notes.setdefault(record.from_message_id, []).append("compaction starts")
         notes.setdefault(record.to_message_id, []).append("compaction ends")
     notes.setdefault(leaf, []).append("← leaf" if leaf_id else "← active leaf")
-    root = session.get_message(path[0].id)
-    stack: list[tuple[Message, str, str]] = [(root, "", "")] if root is not None else []
+    stack: list[tuple[Message, str, str]] = [(r, "", "") for r in reversed(session.get_roots())]
     shown = 0
     while stack:
         message, first, rest = stack.pop()
@@ -202,11 +201,9 @@ def _print_tree(out: _Output, session: Session, total: int, leaf_id: str | None)
             last = i == len(children) - 1
             stack.append((children[i], rest + ("└─ " if last else "├─ "),
                           rest + ("   " if last else "│  ")))
-    if shown < total:
-        # No public way to list roots yet (see Session.get_roots in the CLI notes).
+    if shown < total:  # rows that cannot be read (corrupt JSON) are not drawn
         hidden = total - shown
-        out.line(f"({hidden} more message{'s' if hidden != 1 else ''} hang from other roots, "
-                 "not shown)")
+        out.line(f"({hidden} unreadable message{'s' if hidden != 1 else ''} not shown)")
 
 
 def _print_stats(out: _Output, store: Sessions) -> None:

@@ -513,6 +513,16 @@ class Session:
             hydrated = self._hydrate(ops, rows)
         return [hydrated[r.id] for r in rows if r.id in hydrated]
 
+    def get_roots(self) -> list[Message]:
+        """The messages that start a tree in this session, in write order (no overlays).
+
+        With :meth:`get_branches`, enough to walk every message of the session.
+        """
+        with self._store._backend.read() as ops:
+            rows = ops.roots(self.session_id)
+            hydrated = self._hydrate(ops, rows)
+        return [hydrated[r.id] for r in rows if r.id in hydrated]
+
     # --- paths and overlays -------------------------------------------------------------------
 
     def _leaf(self, ops: Ops, leaf_id: str | None) -> str | None:

@@ -136,6 +136,19 @@ class SqlOps(RegistryOps):
             )
         return out
 
+    def roots(self, session_id: str) -> list[ContentRow]:
+        """Rows that read as roots: no parent, or a parent absent or written after them."""
+        return [
+            ContentRow(*r)
+            for r in self._all(
+                f"SELECT {', '.join('m.' + c for c in _CONTENT.split(', '))} FROM {M} m "
+                "WHERE m.session_id = ? AND (m.parent_id IS NULL OR NOT EXISTS ("
+                f"SELECT 1 FROM {M} p WHERE p.session_id = m.session_id "
+                "AND p.id = m.parent_id AND p.seq < m.seq)) ORDER BY m.seq",
+                (session_id,),
+            )
+        ]
+
     def children(self, session_id: str, parent_id: str) -> list[ContentRow]:
         return [
             ContentRow(*r)
