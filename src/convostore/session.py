@@ -746,17 +746,33 @@ class Session:
         if isinstance(max_content_bytes, bool) or not isinstance(max_content_bytes, (int, float)):
             raise TypeError("max_content_bytes must be a number")
         with self._store._backend.read() as ops:
-            leaf = self._leaf(ops, leaf_id)
-            if leaf is None:
-                return RecentHistory([], False, 0)
-            # Only the window is walked; the path's total comes from the memoised totals.
+            # One statement walks only the window (content included); the path's total comes
+            # from the memoised totals, so nothing older than the window is read.
             budget = int(min(max(max_content_bytes, 0), 2**62))
-            window, beyond = ops.suffix(self.session_id, leaf, budget)
-            if len(window) == 0:
+            leaf, window, beyond, rows = ops.suffix(self.session_id, leaf_id or None, budget)
+            if leaf is None:
                 return RecentHistory([], False, 0)
             total = self._totals(ops, leaf)[1]
             window, spans = self._plan(ops, window)
-        return RecentHistory(list(self._stream(window, spans)), beyond is not None, total)
+            covered = {i for s in spans for i in range(s.start, s.end + 1)}
+            wanted = {window.seqs[i] for i in range(len(window)) if i not in covered}
+            kept = [r for r in rows if r.seq in wanted]
+            hydrated = self._hydrate(ops, kept)
+        by_seq = {r.seq: r.id for r in kept}
+        span_at = {s.start: s for s in spans}
+        messages: list[Message] = []
+        i = 0
+        while i < len(window):
+            span = span_at.get(i)
+            if span is not None:
+                messages.append(synthetic_message(span.record))
+                i = span.end + 1
+                continue
+            mid = by_seq.get(window.seqs[i])
+            if mid is not None and mid in hydrated:
+                messages.append(hydrated[mid])
+            i += 1
+        return RecentHistory(messages, beyond is not None, total)
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
         """Per-row stored bytes and stamped token estimates of the raw path; no content read."""

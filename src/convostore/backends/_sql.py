@@ -171,7 +171,7 @@ class SqlOps(RegistryOps):
         " p.total + m.bytes"
         f" FROM p JOIN {M} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
         "{stop})"
-        " SELECT {cols} FROM p{order}"
+        " SELECT {cols} FROM p{join}{order}"
     )
 
     def path(self, session_id: str, leaf_id: str) -> PathArrays:
@@ -181,7 +181,9 @@ class SqlOps(RegistryOps):
         """
         # No ORDER BY: a walk up a chain produces its rows leaf first, one per step, so
         # reversing them is cheaper than having the engine sort the whole path.
-        sql = self._WALK.format(stop="", order="", cols="seq, bytes, token_estimate, depth")
+        sql = self._WALK.format(
+            stop="", order="", join="", cols="seq, bytes, token_estimate, depth"
+        )
         rows = self._run(sql, (session_id, leaf_id, session_id))
         out = PathArrays(array("q"), array("q"), array("q"))
         last_depth = -1
@@ -207,7 +209,7 @@ class SqlOps(RegistryOps):
     def path_rows(self, session_id: str, leaf_id: str) -> list[PathRow]:
         """The path root → leaf with ids and roles (for row stats)."""
         sql = self._WALK.format(
-            stop="", order=" ORDER BY depth DESC",
+            stop="", order=" ORDER BY depth DESC", join="",
             cols="id, parent_id, role, bytes, token_estimate, seq",
         )
         return [PathRow(*r) for r in self._all(sql, (session_id, leaf_id, session_id))]
@@ -216,7 +218,7 @@ class SqlOps(RegistryOps):
         """Rows from ``leaf_id`` up to and including ``stop_id`` (leaf first), at most ``limit``."""
         sql = self._WALK.format(
             stop=" WHERE p.id <> ? AND p.depth < ?",
-            order=" ORDER BY depth",
+            order=" ORDER BY depth", join="",
             cols="id, parent_id, role, bytes, token_estimate, seq",
         )
         return [
@@ -225,43 +227,61 @@ class SqlOps(RegistryOps):
         ]
 
     def suffix(
-        self, session_id: str, leaf_id: str, budget: int
-    ) -> tuple[PathArrays, str | None]:
-        """The newest rows of the path whose bytes sum to at most ``budget`` (root → leaf).
+        self, session_id: str, leaf_id: str | None, budget: int
+    ) -> tuple[str | None, PathArrays, str | None, list[ContentRow]]:
+        """The newest rows of a path whose bytes sum to at most ``budget``, with their content.
 
-        The leaf is always included. Also returns the id of the parent of the oldest row
-        returned, when the walk stopped at the budget rather than at a root (None otherwise).
+        ``leaf_id`` None means the active leaf. Returns (the leaf's id, the window root → leaf,
+        the id of the first older row that did not fit or None when the window reaches a root,
+        the window's rows). The leaf is always included. One statement.
         """
-        sql = self._WALK.format(
-            stop=" WHERE p.total <= ?", order=" ORDER BY depth",
-            cols="seq, bytes, token_estimate, total, id, parent_id",
+        anchor = " WHERE session_id = ? AND id = ?"
+        walk = self._WALK.format(
+            stop=" WHERE p.total <= ?", order=" ORDER BY p.depth",
+            cols=f"p.seq, p.bytes, p.token_estimate, p.total, p.parent_id, "
+            f"{', '.join('m.' + c for c in _CONTENT.split(', '))}",
+            join=f" JOIN {M} m ON m.session_id = ? AND m.id = p.id",
         )
+        params: list[Any] = [session_id, leaf_id, session_id, budget, session_id]
+        if leaf_id is None:
+            walk = walk.replace(
+                anchor,
+                f" WHERE session_id = ? AND id = (SELECT id FROM {M} WHERE session_id = ? "
+                "ORDER BY seq DESC LIMIT 1)", 1,
+            )
+            params[1] = session_id
         out = PathArrays(array("q"), array("q"), array("q"))
+        rows: list[ContentRow] = []
         beyond: str | None = None
+        leaf: str | None = None
         last_parent: str | None = None
-        for seq, size, tokens, total, id_, parent in self._all(
-            sql, (session_id, leaf_id, session_id, budget)
-        ):
-            if total > budget and len(out.seqs) > 0:
-                beyond = id_  # the first row that did not fit: older rows exist
+        for r in self._all(walk, params):
+            seq, size, tokens, total, parent = r[0], r[1], r[2], r[3], r[4]
+            row = ContentRow(*r[5:])
+            if leaf is None:
+                leaf = row.id
+            elif total > budget:
+                beyond = row.id  # the first row that did not fit: older rows exist
                 break
             out.seqs.append(seq)
             out.bytes.append(size)
             out.tokens.append(tokens)
+            rows.append(row)
             last_parent = parent
         else:
             if len(out.seqs) == 1 and out.bytes[0] > budget and last_parent is not None:
-                beyond = last_parent  # the leaf alone is over budget: does its parent exist?
-                row = self._one(
+                # the leaf alone is over budget: is there an older row?
+                found = self._one(
                     f"SELECT seq FROM {M} WHERE session_id = ? AND id = ?",
                     (session_id, last_parent),
                 )
-                if row is None or row[0] >= out.seqs[0]:
-                    beyond = None
+                if found is not None and found[0] < out.seqs[0]:
+                    beyond = last_parent
         out.seqs.reverse()
         out.bytes.reverse()
         out.tokens.reverse()
-        return out, beyond
+        rows.reverse()
+        return leaf, out, beyond, rows
 
     def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]:
         """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest
