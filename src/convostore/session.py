@@ -159,6 +159,9 @@ class Session:
     def _emit(self, event: ChangeEvent) -> None:
         self._store._emit(event)
 
+    def _listened(self) -> bool:
+        return bool(self._store._listeners)
+
     def _prepare(self, message: Message, source: str, *, sanitize: bool = True) -> _Prepared:
         if sanitize:
             if source not in ("server", "client"):
@@ -278,11 +281,12 @@ class Session:
                             inserted=False)
             )
             return result
-        self._emit(
-            ChangeEvent("append", self.session_id, message=prep.message,
-                        parent_id=None if parent_id is UNSET else parent_id,
-                        inserted=True)
-        )
+        if self._listened():  # no event object is built when nobody listens
+            self._emit(
+                ChangeEvent("append", self.session_id, message=prep.message,
+                            parent_id=None if parent_id is UNSET else parent_id,
+                            inserted=True)
+            )
         self._after_insert()
         return AppendResult(True, prep.message)
 

@@ -64,6 +64,10 @@ MAX_ATTACHMENT_TOKENS = 20_000
 _DEFAULT_MEDIA_TYPE = "application/octet-stream"
 
 
+# What str.split() splits an ASCII string on.
+_ASCII_WHITESPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
 def _utf16_length(s: str) -> int:
     # A code point above U+FFFF is a surrogate pair (2 units) in UTF-16, as in JavaScript's
     # ``.length``; "surrogatepass" lets a lone surrogate through as the 1 unit it is.
@@ -84,6 +88,12 @@ def estimate_string_tokens(s: str) -> int:
     if not s:
         return 0
     chars = _utf16_length(s) / CHARS_PER_TOKEN
+    if s.isascii():
+        # Words are at most whitespace characters + 1; when even that bound cannot win, the
+        # answer is the character count and the (costly) split is skipped.
+        spaces = sum(s.count(c) for c in _ASCII_WHITESPACE)
+        if (spaces + 1) * WORDS_TOKEN_MULTIPLIER <= chars:
+            return math.ceil(chars)
     words = len(s.split()) * WORDS_TOKEN_MULTIPLIER
     return math.ceil(chars if chars > words else words)
 

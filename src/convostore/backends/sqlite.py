@@ -81,6 +81,7 @@ class SqliteOps(SqlOps):
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self.fts_hint: bool | None = None  # set by append_probe for the write in progress
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params)
@@ -95,6 +96,19 @@ class SqliteOps(SqlOps):
             self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS,))
             is not None
         )
+
+    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]:
+        # The index check rides along with the probe: one statement fewer per append.
+        row = self._one(
+            f"SELECT EXISTS (SELECT 1 FROM {M} WHERE session_id = ? AND id = ?), "
+            f"(SELECT id FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
+            f"(SELECT max(seq) FROM {M} WHERE session_id = ?), "
+            "EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?)",
+            (session_id, id, session_id, session_id, FTS),
+        )
+        assert row is not None
+        self.fts_hint = bool(row[3])
+        return bool(row[0]), row[1], int(row[2] or 0)
 
     def fts_create(self) -> None:
         self._run(
@@ -272,6 +286,7 @@ class SqliteBackend:
         with self._lock:
             self._check()
             conn = self._conn
+            self._ops.fts_hint = None
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
