@@ -254,3 +254,15 @@ def test_row_stamp_with_a_token_counter() -> None:
     assert estimate_row_tokens(text_message("abcd")) == estimate_message_tokens(
         [text_message("abcd")]
     )
+
+
+def test_string_estimate_agrees_with_the_formula_on_random_ascii() -> None:
+    """The whitespace-count shortcut never changes the result of ceil(max(len/4, words*1.3))."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = 'ab  \t\n\x0b\x1c{}":,xyz'
+    for _ in range(5000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80)))
+        expected = math.ceil(max(len(s) / 4, len(s.split()) * 1.3))
+        assert estimate_string_tokens(s) == expected, repr(s)
