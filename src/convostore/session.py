@@ -15,6 +15,7 @@ import math
 import threading
 import time
 import uuid
+from array import array
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -50,6 +51,7 @@ WINDOW_BYTES = 4 * 1024 * 1024
 NEWEST_FIRST_WINDOW = 8
 """Rows per hydration query once a newest-first read has reached a compacted span."""
 _MEMO_WALK_LIMIT = 256
+_LINEAR_PROBE_ROWS = 32  # rows a budgeted read fetches by range before walking parent links
 
 
 def now_ms() -> int:
@@ -753,7 +755,10 @@ class Session:
             # One statement walks only the window (content included); the path's total comes
             # from the memoised totals, so nothing older than the window is read.
             budget = int(min(max(max_content_bytes, 0), 2**62))
-            leaf, window, beyond, rows = ops.suffix(self.session_id, leaf_id or None, budget)
+            found = None if leaf_id else self._linear_suffix(ops, budget)
+            if found is None:  # a branch or an explicit leaf: walk parent links
+                found = ops.suffix(self.session_id, leaf_id or None, budget)
+            leaf, window, beyond, rows = found
             if leaf is None:
                 return RecentHistory([], False, 0)
             total = self._totals(ops, leaf)[1]
@@ -777,6 +782,38 @@ class Session:
                 messages.append(hydrated[mid])
             i += 1
         return RecentHistory(messages, beyond is not None, total)
+
+    def _linear_suffix(
+        self, ops: Ops, budget: int
+    ) -> tuple[str | None, PathArrays, str | None, list[ContentRow]] | None:
+        """The active leaf's budget window by one range read, when the newest rows form a
+        chain (each row's parent the row just below it); None when they do not."""
+        limit = _LINEAR_PROBE_ROWS
+        sized = ops.sized_rows_below(self.session_id, limit)
+        if not sized:
+            return None, PathArrays(array("q"), array("q"), array("q")), None, []
+        window = PathArrays(array("q"), array("q"), array("q"))
+        rows: list[ContentRow] = []
+        used = 0
+        beyond: str | None = None
+        for i, (row, size) in enumerate(sized):
+            if i and sized[i - 1][0].parent_id != row.id:
+                return None  # the chain jumps: not a linear run
+            if i and used + size > budget:
+                beyond = row.id
+                break
+            used += size
+            window.seqs.append(row.seq)
+            window.bytes.append(size)
+            window.tokens.append(0)
+            rows.append(row)
+        else:
+            if sized[-1][0].parent_id is not None:
+                return None  # the window may go on below what was read: let the walk decide
+        window.seqs.reverse()
+        window.bytes.reverse()
+        rows.reverse()
+        return sized[0][0].id, window, beyond, rows
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
         """Per-row stored bytes and stamped token estimates of the raw path; no content read."""

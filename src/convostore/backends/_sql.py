@@ -283,6 +283,17 @@ class SqlOps(RegistryOps):
         rows.reverse()
         return leaf, out, beyond, rows
 
+    def sized_rows_below(self, session_id: str, limit: int) -> list[tuple[ContentRow, int]]:
+        """The ``limit`` newest rows of a session with their stored bytes, newest first."""
+        return [
+            (ContentRow(*r[:-1]), r[-1])
+            for r in self._all(
+                f"SELECT {_CONTENT}, bytes FROM {M} WHERE session_id = ? "
+                "ORDER BY seq DESC LIMIT ?",
+                (session_id, limit),
+            )
+        ]
+
     def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]:
         """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest
         first: a range scan of the seq index."""
