@@ -74,6 +74,10 @@ def validate_message(message: object) -> Message:
     return msg
 
 
+# One encoder for every call: json.dumps with non-default options builds a new one each time.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """The stored text of a JSON value: compact, UTF-8, keys in their order.
 
@@ -82,7 +86,7 @@ def dumps(value: Any) -> str:
     hold (NaN, infinity, bytes, sets, arbitrary objects, non-string keys).
     """
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         field, problem = _find_bad_value(value, "")
         raise InvalidMessage(field or "message", problem) from exc

@@ -98,9 +98,12 @@ def estimate_string_tokens(s: str) -> int:
     return math.ceil(chars if chars > words else words)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _to_text(value: object) -> str:
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError):
         return str(value)
 
