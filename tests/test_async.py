@@ -382,7 +382,7 @@ def test_concurrent_tasks_append_one_linear_chain(aopen: Opener) -> None:
 def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Message rows hydrated (content fetched), counted at the backend."""
     counter = [0]
-    for name in ("content_rows_by_seq", "content_rows", "rows_below"):
+    for name in ("content_rows_by_seq", "rows_below", "sized_rows_below"):
         original = getattr(SqlOps, name)
 
         def counting(self: SqlOps, *args: Any, _original: Any = original) -> Any:

@@ -38,7 +38,9 @@ def image(id: str, data: bytes, media_type: str = "image/png") -> dict[str, Any]
 
 def stored_row(store: Sessions, session_id: str, id: str) -> str:
     with store._backend.read() as ops:
-        rows = ops.content_rows(session_id, [id])
+        meta = ops.row_meta(session_id, id)
+        assert meta is not None
+        rows = ops.content_rows_by_seq(session_id, [meta.seq])
     return rows[0].content
 
 

@@ -120,9 +120,6 @@ class SqlOps(RegistryOps):
             )
         return out
 
-    def content_rows(self, session_id: str, ids: Sequence[str]) -> list[ContentRow]:
-        return [ContentRow(*r) for r in self._by_key(_CONTENT, "id", session_id, ids)]
-
     def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]:
         out: list[tuple[str, int, str]] = []
         for batch in _batches(ids):
@@ -364,15 +361,6 @@ class SqlOps(RegistryOps):
             ):
                 parts[h].append(bytes(data))
         return {h: b"".join(chunks) for h, chunks in parts.items()}
-
-    def message_count(self, session_id: str) -> int:
-        row = self._one(f"SELECT count(*) FROM {M} WHERE session_id = ?", (session_id,))
-        return int(row[0]) if row else 0
-
-    def session_ids(self) -> list[str]:
-        return [
-            r[0] for r in self._all(f"SELECT DISTINCT session_id FROM {M} ORDER BY session_id")
-        ]
 
     def session_summaries(self) -> list[tuple[str, int, int, int]]:
         """(session id, messages, stored bytes, newest created_at) for every session."""
