@@ -261,7 +261,7 @@ def test_string_estimate_agrees_with_the_formula_on_random_ascii() -> None:
     import random
 
     rng = random.Random(7)
-    alphabet = 'ab  \t\n\x0b\x1c{}":,xyz'
+    alphabet = 'ab   \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f{}":,xyz'
     for _ in range(5000):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80)))
         expected = math.ceil(max(len(s) / 4, len(s.split()) * 1.3))
