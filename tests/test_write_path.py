@@ -134,6 +134,137 @@ def test_bulk_deletes_spans_and_rewires_branch_boundaries(store: Sessions) -> No
     assert ids(s.get_history()) == ["right"]
 
 
+def test_branches_and_splices_match_a_model_on_random_trees(store: Sessions) -> None:
+    """Plain appends (kept out of the parent index) and branches (in it) mix with deletes,
+    re-appends of deleted ids and verbatim imports; children and paths always match a model."""
+    import random
+
+    rng = random.Random(11)
+    s = store.session("model")
+    parent: dict[str, str | None] = {}  # the model: id -> parent, in write order
+    next_id = 0
+
+    def check() -> None:
+        for mid in list(parent)[-12:] + ["never-written"]:
+            expected = [c for c in parent if parent[c] == mid]
+            assert ids(s.get_branches(mid)) == expected, mid
+        leaf = next(reversed(parent), None)
+        path: list[str] = []
+        while leaf is not None and leaf in parent and leaf not in path:
+            path.append(leaf)
+            leaf = parent[leaf]
+        assert ids(s.get_history()) == path[::-1]
+
+    for step in range(120):
+        op = rng.random()
+        live = list(parent)
+        if op < 0.45 or not live:  # plain append: the parent is the newest row
+            mid = f"m{next_id}"
+            next_id += 1
+            s.append_message(text(mid, "x"))
+            parent[mid] = live[-1] if live else None
+        elif op < 0.65:  # a branch under any row, or a new root
+            mid = f"m{next_id}"
+            next_id += 1
+            under = rng.choice([*live, None])
+            s.append_message(text(mid, "x"), parent_id=under)
+            parent[mid] = under
+        elif op < 0.72:  # verbatim import naming the newest row, an older one or a future id
+            mid = f"m{next_id}"
+            next_id += 1
+            under = rng.choice([live[-1], rng.choice(live), f"m{next_id + 1}"])
+            s.import_message(text(mid, "x"), parent_id=under, created_at=step)
+            parent[mid] = under
+        elif op < 0.80:  # re-append a deleted id: it comes back as the newest row
+            gone = [f"m{i}" for i in range(next_id) if f"m{i}" not in parent]
+            if not gone:
+                continue
+            mid = rng.choice(gone)
+            s.append_message(text(mid, "x"))
+            parent[mid] = live[-1]
+        else:  # delete one to three rows; their children move up to the nearest survivor
+            doomed = set(rng.sample(live, min(len(live), rng.randint(1, 3))))
+            s.delete_messages(sorted(doomed))
+            before = dict(parent)
+            for mid in doomed:
+                del parent[mid]
+            for child, up in parent.items():
+                while up in doomed:
+                    up = before[up]
+                parent[child] = up
+        check()
+
+
+def test_an_old_parent_index_is_replaced_and_old_rows_still_branch(tmp_path: Any) -> None:
+    """A version-2 database (every row in a full parent index) migrates to the partial one;
+    rows written before and after the migration are found as children alike."""
+    import json
+    import sqlite3
+
+    from convostore.backends.sqlite import _MIGRATIONS
+
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path)
+    for step in _MIGRATIONS[:2]:
+        for sql in step:
+            conn.execute(sql)
+    conn.execute("CREATE TABLE convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO convostore_meta VALUES ('schema_version', '2')")
+    for seq, (mid, up) in enumerate([("a", None), ("b", "a"), ("c", "b"), ("b2", "a")], 1):
+        conn.execute(
+            "INSERT INTO convostore_messages (session_id, id, seq, parent_id, role, created_at, "
+            "content) VALUES ('', ?, ?, ?, 'user', 1, ?)",
+            (mid, seq, up, json.dumps({"id": mid, "role": "user", "parts": []})),
+        )
+    conn.commit()
+    conn.close()
+    with Sessions.open(str(path)) as store:
+        s = store.session()
+        assert ids(s.get_branches("a")) == ["b", "b2"]
+        s.append_message(text("d", "after"))  # a plain append under b2
+        s.append_message(text("e", "after"), parent_id="b")
+        assert ids(s.get_branches("b2")) == ["d"]
+        assert ids(s.get_branches("b")) == ["c", "e"]
+        s.delete_messages(["b"])
+        assert ids(s.get_branches("a")) == ["c", "b2", "e"]
+        s.delete_messages(["b2"])
+        assert ids(s.get_branches("a")) == ["c", "d", "e"]
+    conn = sqlite3.connect(path)
+    indexes = dict(conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = "
+        "'convostore_messages' AND sql IS NOT NULL"
+    ).fetchall())
+    conn.close()
+    assert "convostore_messages_parent" not in indexes
+    assert indexes["convostore_messages_branch"].endswith("WHERE chained = 0")
+
+
+def test_child_lookups_search_indexes_never_scan_the_session(tmp_path: Any) -> None:
+    """get_branches and the splice of a delete find children through indexes only."""
+    store = Sessions.open(str(tmp_path / "plan.db"))
+    s = store.session()
+    for i in range(30):
+        s.append_message(text(f"m{i}", "x"))
+    s.append_message(text("fork", "x"), parent_id="m3")
+    conn = store._backend._conn  # type: ignore[attr-defined]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    s.get_branches("m3")
+    s.delete_messages(["m5", "m6"])
+    conn.set_trace_callback(None)
+    selects = [q for q in statements if q.lstrip().upper().startswith(("SELECT", "WITH"))]
+    assert selects
+    for q in selects:
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + q))
+        # A full scan, or a "search" on the session id alone, reads the whole session.
+        assert "SCAN convostore_messages" not in plan, (q, plan)
+        assert "SCAN p" not in plan and "SCAN c" not in plan, (q, plan)
+        assert "(session_id=?)" not in plan, (q, plan)
+    assert ids(s.get_branches("m3")) == ["m4", "fork"]
+    assert ids(s.get_branches("m4")) == ["m7"]
+    store.close()
+
+
 def test_deleting_the_leaf_makes_the_newest_remaining_row_the_leaf(store: Sessions) -> None:
     s = store.session()
     s.append_message(text("a", "a"))

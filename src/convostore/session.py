@@ -242,6 +242,7 @@ class Session:
                     token_estimate=prep.estimate,
                     created_at=created_at,
                     bytes=self._stored_bytes(ops, prep),
+                    chained=parent is not None and parent == tail_id,
                 )
             )
             if len(prep.slices) > 1:

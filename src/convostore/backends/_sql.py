@@ -7,6 +7,8 @@ locking. Tables (all keyed by session id first, so they shard by session):
 
 - ``convostore_messages``: one row per message, content last so content-free walks never load
   it; ``bytes`` is the stored size (continuations and referenced payloads' base64 included).
+  ``chained`` = 1 marks a row whose parent is the row just before it in ``seq`` (a plain
+  append); only the other rows are in the parent index, so an append writes one b-tree less.
 - ``convostore_message_chunks``: continuation slices of messages above the row budget.
 - ``convostore_compactions``: overlay records.
 - ``convostore_attachments`` / ``_attachment_chunks`` / ``_attachment_refs``: payloads by hash.
@@ -25,7 +27,7 @@ from ..codec import ROW_BUDGET
 from ._registry import RegistryOps
 from .base import CompactionRow, ContentRow, NewRow, PathArrays, PathRow, RowMeta
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema this version writes; opening an older database migrates it."""
 
 M = "convostore_messages"
@@ -147,14 +149,21 @@ class SqlOps(RegistryOps):
         ]
 
     def children(self, session_id: str, parent_id: str) -> list[ContentRow]:
-        return [
-            ContentRow(*r)
-            for r in self._all(
-                f"SELECT id, parent_id, seq, content, content_chunks, created_at FROM {M} "
-                "WHERE session_id = ? AND parent_id = ? ORDER BY seq",
-                (session_id, parent_id),
-            )
-        ]
+        # Branches come from the partial parent index; the chained child, if any, is the row
+        # right after the parent (a chained row's seq is its parent's + 1, see insert_message).
+        # Two statements sorted here: with one ORDER BY seq a planner may walk the whole
+        # session in seq order instead of probing the parent index.
+        rows = self._all(
+            f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? AND parent_id = ? AND chained = 0",
+            (session_id, parent_id),
+        )
+        rows += self._all(
+            f"SELECT {', '.join('c.' + c for c in _CONTENT.split(', '))} FROM {M} p "
+            f"JOIN {M} c ON c.session_id = p.session_id AND c.seq = p.seq + 1 "
+            "AND c.parent_id = p.id AND c.chained = 1 WHERE p.session_id = ? AND p.id = ?",
+            (session_id, parent_id),
+        )
+        return sorted((ContentRow(*r) for r in rows), key=lambda r: r.seq)
 
     # A parent always has a lower seq than its child (it existed when the child was written,
     # and a splice only moves a child up to an ancestor). Requiring it in the walk makes a
@@ -412,12 +421,14 @@ class SqlOps(RegistryOps):
     # -- writes --------------------------------------------------------------------------------
 
     def insert_message(self, row: NewRow) -> None:
+        # ``chained`` holds only while the parent keeps ``seq - 1``: seqs never change and a
+        # re-parented row is unchained (set_parent), so the pair stays adjacent for good.
         self._run(
             f"INSERT INTO {M} (session_id, id, seq, parent_id, role, content_chunks, "
-            "token_estimate, created_at, bytes, content) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "token_estimate, created_at, bytes, chained, content) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 row.session_id, row.id, row.seq, row.parent_id, row.role, row.content_chunks,
-                row.token_estimate, row.created_at, row.bytes, row.content,
+                row.token_estimate, row.created_at, row.bytes, int(row.chained), row.content,
             ),
         )
 
@@ -446,7 +457,7 @@ class SqlOps(RegistryOps):
 
     def set_parent(self, session_id: str, id: str, parent_id: str | None) -> None:
         self._run(
-            f"UPDATE {M} SET parent_id = ? WHERE session_id = ? AND id = ?",
+            f"UPDATE {M} SET parent_id = ?, chained = 0 WHERE session_id = ? AND id = ?",
             (parent_id, session_id, id),
         )
 
@@ -456,14 +467,19 @@ class SqlOps(RegistryOps):
     def children_of(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for batch in _batches(ids):
-            out.extend(
-                (r[0], r[1])
-                for r in self._all(
-                    f"SELECT id, parent_id FROM {M} WHERE session_id = ? "
-                    f"AND parent_id IN ({_marks(len(batch))})",
-                    (session_id, *batch),
-                )
+            marks = _marks(len(batch))
+            rows = self._all(  # branches: the partial parent index
+                f"SELECT id, parent_id FROM {M} WHERE session_id = ? "
+                f"AND parent_id IN ({marks}) AND chained = 0",
+                (session_id, *batch),
             )
+            rows += self._all(  # chained children: the row right after each parent
+                f"SELECT c.id, c.parent_id FROM {M} p JOIN {M} c ON c.session_id = p.session_id "
+                "AND c.seq = p.seq + 1 AND c.parent_id = p.id AND c.chained = 1 "
+                f"WHERE p.session_id = ? AND p.id IN ({marks})",
+                (session_id, *batch),
+            )
+            out.extend((r[0], r[1]) for r in rows)
         return out
 
     def delete_messages(self, session_id: str, ids: Sequence[str]) -> None:

@@ -97,6 +97,9 @@ class NewRow:
     token_estimate: int
     created_at: int
     bytes: int
+    chained: bool = False
+    """The parent is the row written just before this one (``seq - 1``): the usual append.
+    Such rows stay out of the parent index; their child relation is found by ``seq``."""
 
 
 @dataclass(frozen=True)

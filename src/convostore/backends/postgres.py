@@ -132,6 +132,12 @@ _MIGRATIONS: list[list[str]] = [
         )""",
         f"CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash ON {AR} (hash)",
     ],
+    [
+        f"ALTER TABLE {M} ADD COLUMN IF NOT EXISTS chained SMALLINT NOT NULL DEFAULT 0",
+        "DROP INDEX IF EXISTS convostore_messages_parent",
+        f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {M} (session_id, parent_id) "
+        "WHERE chained = 0",
+    ],
 ]
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 

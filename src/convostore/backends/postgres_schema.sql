@@ -51,8 +51,6 @@ CREATE TABLE IF NOT EXISTS convostore_messages (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS convostore_messages_seq
     ON convostore_messages (session_id, seq);
-CREATE INDEX IF NOT EXISTS convostore_messages_parent
-    ON convostore_messages (session_id, parent_id);
 
 -- Continuation slices of messages above the row budget (idx from 1).
 CREATE TABLE IF NOT EXISTS convostore_message_chunks (
@@ -105,7 +103,16 @@ CREATE TABLE IF NOT EXISTS convostore_session_state (
 CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash
     ON convostore_attachment_refs (hash);
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '2')
+-- version 3 -------------------------------------------------------------------------------------
+
+-- chained = 1: the parent is the row just before (seq - 1), the usual append; only the other rows
+-- are in the parent index.
+ALTER TABLE convostore_messages ADD COLUMN IF NOT EXISTS chained SMALLINT NOT NULL DEFAULT 0;
+DROP INDEX IF EXISTS convostore_messages_parent;
+CREATE INDEX IF NOT EXISTS convostore_messages_branch
+    ON convostore_messages (session_id, parent_id) WHERE chained = 0;
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '3')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------

@@ -70,6 +70,14 @@ _MIGRATIONS: list[list[str]] = [
         ) WITHOUT ROWID""",
         f"CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash ON {AR} (hash)",
     ],
+    [
+        # Plain appends (parent = the row before) leave the parent index alone: one b-tree
+        # fewer per append. Rows written before this version stay indexed (chained = 0).
+        f"ALTER TABLE {M} ADD COLUMN chained INTEGER NOT NULL DEFAULT 0",
+        "DROP INDEX IF EXISTS convostore_messages_parent",
+        f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {M} (session_id, parent_id) "
+        "WHERE chained = 0",
+    ],
 ]
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
