@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import codec
 from ._overlays import Span, plan_overlays, position, synthetic_message
@@ -75,8 +75,7 @@ def _stored_compaction(row: CompactionRow) -> StoredCompaction:
     )
 
 
-@dataclass(frozen=True)
-class _Prepared:
+class _Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a frozen dataclass
     message: Message  # the prepared message, inline form: what reads return
     slices: list[str]
     content_bytes: int
@@ -190,6 +189,8 @@ class Session:
         )
 
     def _stored_bytes(self, ops: Ops, prep: _Prepared) -> int:
+        if not prep.hashes:
+            return prep.content_bytes
         sizes = {p.hash: len(p.data) for p in prep.payloads}
         missing = [h for h in prep.hashes if h not in sizes]
         if missing:

@@ -83,9 +83,8 @@ class CompactionRow:
     created_at: int
 
 
-@dataclass(frozen=True)
-class NewRow:
-    """Everything a message insert writes into the message row."""
+class NewRow(NamedTuple):
+    """Everything a message insert writes into the message row (a tuple: one per write)."""
 
     session_id: str
     id: str
