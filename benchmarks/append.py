@@ -77,44 +77,40 @@ def build(store: Sessions, session_id: str, count: int) -> None:
         prev = m["id"]
 
 
-def timed(fn: Callable[[], None], repeats: int) -> float:
-    """Median seconds of ``repeats`` runs of ``fn``."""
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
+def interleaved(runs: dict[str, Callable[[], None]], n: int, repeats: int) -> dict[str, float]:
+    """Appends per second of each workload (median of ``repeats`` runs of ``n`` appends).
+
+    The workloads take turns, in a rotating order, so a disturbance of the machine (another
+    process, the kernel writing back dirty pages) falls on all of them alike.
+    """
+    names = list(runs)
+    secs: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            runs[name]()
+            secs[name].append(time.perf_counter() - t0)
+    return {name: n / statistics.median(secs[name]) for name in names}
 
 
-def bench_convostore(path: str, durability: str, session_id: str, n: int, repeats: int,
-                     configure: Callable[[Any], None] | None = None) -> float:
-    store = Sessions.open(path, durability=durability)  # type: ignore[arg-type]
-    s = store.session(session_id)
-    if configure:
-        configure(s)
+def convostore_runner(s: Any, n: int, repeats: int) -> Callable[[], None]:
+    """A run of ``n`` appends into session ``s`` (messages made before the clock starts)."""
     source = realistic_messages(seed=random.randint(10_000, 99_999))
-    batch = [next(source) for _ in range(n * repeats)]
-    it = iter(batch)
+    it = iter([next(source) for _ in range(n * repeats)])
 
     def run() -> None:
         for _ in range(n):
             s.append_message(next(it))
 
-    secs = timed(run, repeats)
-    store.close()
-    return n / secs
+    return run
 
 
-def bench_raw(path: str, durability: str, n: int, repeats: int) -> float:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+def raw_runner(conn: sqlite3.Connection, n: int, repeats: int) -> Callable[[], None]:
+    """A run of ``n`` raw appends: one INSERT and COMMIT per message, JSON-encoded as we do."""
     conn.execute("CREATE TABLE IF NOT EXISTS raw (session_id TEXT, id TEXT, seq INTEGER, "
                  "content TEXT, PRIMARY KEY (session_id, id))")
     source = realistic_messages(seed=random.randint(100_000, 999_999))
-    batch = [next(source) for _ in range(n * repeats)]
-    it = iter(batch)
+    it = iter([next(source) for _ in range(n * repeats)])
     seq = [0]
 
     def run() -> None:
@@ -127,9 +123,15 @@ def bench_raw(path: str, durability: str, n: int, repeats: int) -> float:
                                                            ensure_ascii=False)))
             conn.execute("COMMIT")
 
-    secs = timed(run, repeats)
-    conn.close()
-    return n / secs
+    return run
+
+
+def raw_connection(path: str, durability: str) -> sqlite3.Connection:
+    """The baseline's connection: WAL and the same synchronous setting as the store's."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    return conn
 
 
 def _pg_worker(
@@ -253,16 +255,24 @@ def main() -> int:
 
     results: list[tuple[str, bool]] = []
     print(f"{'durability':<10} {'workload':<34} {'appends/s':>10} {'vs raw':>8}")
+    big_label = f"convostore, session of {args.big:,}"
     for durability in ("normal", "full"):
         n = args.appends if durability == "normal" else max(50, args.appends // 3)
-        raw = bench_raw(os.path.join(tmp, f"raw-{durability}.db"), durability, n, args.repeats)
-        small = bench_convostore(path, durability, "small", n, args.repeats)
-        big = bench_convostore(path, durability, "big", n, args.repeats)
-        print(f"{durability:<10} {'raw sqlite3 INSERT+COMMIT':<34} {raw:>10,.0f} {1:>8.2f}")
-        print(f"{durability:<10} {'convostore, session of 10':<34} {small:>10,.0f} "
-              f"{small / raw:>8.2f}")
-        print(f"{durability:<10} {f'convostore, session of {args.big:,}':<34} {big:>10,.0f} "
-              f"{big / raw:>8.2f}")
+        os.sync()  # the build's dirty pages are on disk before any clock starts
+        raw_conn = raw_connection(os.path.join(tmp, f"raw-{durability}.db"), durability)
+        store = Sessions.open(path, durability=durability)  # type: ignore[arg-type]
+        rates = interleaved({
+            "raw sqlite3 INSERT+COMMIT": raw_runner(raw_conn, n, args.repeats),
+            "convostore, session of 10": convostore_runner(store.session("small"), n,
+                                                           args.repeats),
+            big_label: convostore_runner(store.session("big"), n, args.repeats),
+        }, n, args.repeats)
+        store.close()
+        raw_conn.close()
+        raw = rates["raw sqlite3 INSERT+COMMIT"]
+        for label, rate in rates.items():
+            print(f"{durability:<10} {label:<34} {rate:>10,.0f} {rate / raw:>8.2f}")
+        small, big = rates["convostore, session of 10"], rates[big_label]
         floor = 0.5 if durability == "normal" else 0.8
         results.append((f"{durability}: small/big within 1.3x ({small / big:.2f})",
                         small / big <= 1.3))
@@ -270,13 +280,20 @@ def main() -> int:
                         min(small, big) / raw >= floor))
 
     if not args.no_compaction:
-        def configure(s: Any) -> None:
+        def configure(s: Any) -> Any:
             s.on_compaction(lambda msgs: CompactResult(msgs[0]["id"], msgs[-1]["id"], "s"))
             s.compact_after(10**12)
+            return s
 
         n = args.appends
-        hundred = bench_convostore(path, "normal", "hundred", n, args.repeats, configure)
-        big = bench_convostore(path, "normal", "big", n, args.repeats, configure)
+        os.sync()
+        with Sessions.open(path) as store:
+            rates = interleaved({
+                "hundred": convostore_runner(configure(store.session("hundred")), n,
+                                             args.repeats),
+                "big": convostore_runner(configure(store.session("big")), n, args.repeats),
+            }, n, args.repeats)
+        hundred, big = rates["hundred"], rates["big"]
         print(f"{'normal':<10} {'auto-compaction on, session of 100':<34} {hundred:>10,.0f}")
         print(f"{'normal':<10} {f'auto-compaction on, {args.big:,}':<34} {big:>10,.0f}")
         results.append((f"auto-compaction: 100/big within 1.5x ({hundred / big:.2f})",

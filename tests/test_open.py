@@ -21,6 +21,7 @@ from convostore import (
     StoreClosed,
 )
 from convostore.backends._sql import SCHEMA_VERSION
+from convostore.backends.sqlite import WAL_AUTOCHECKPOINT_PAGES
 
 
 def test_public_names_are_listed_once_and_documented() -> None:
@@ -87,8 +88,10 @@ def test_durability_modes(tmp_path: Path) -> None:
             with store._backend.read() as ops:
                 sync = ops._one("PRAGMA synchronous")  # type: ignore[attr-defined]
                 journal = ops._one("PRAGMA journal_mode")  # type: ignore[attr-defined]
+                interval = ops._one("PRAGMA wal_autocheckpoint")  # type: ignore[attr-defined]
             assert sync == ((1,) if mode == "normal" else (2,))
             assert journal == ("wal",)
+            assert interval == (WAL_AUTOCHECKPOINT_PAGES,)
     with pytest.raises(ValueError):
         Sessions.open(str(tmp_path / "x.db"), durability="sometimes")  # type: ignore[arg-type]
 

@@ -81,6 +81,15 @@ _MIGRATIONS: list[list[str]] = [
 ]
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
+WAL_AUTOCHECKPOINT_PAGES = 4000
+"""Pages the WAL may hold before a commit copies them back into the database (SQLite: 1000).
+
+Each such checkpoint syncs the database file, and a page written by many commits in between
+(the right edge of an index, the newest table page) is copied once: with a message of a few KB
+dirtying five or six pages, 1,000 pages meant a checkpoint every ~200 appends. 4,000 (a WAL of
+up to ~16 MB) gave about 10% more appends per second; one wal-index table still covers the WAL,
+so reads cost the same."""
+
 _META = "CREATE TABLE IF NOT EXISTS convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
@@ -233,6 +242,7 @@ class SqliteBackend:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             if not self.memory:
                 self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
             self._conn.execute(
                 f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
             )
