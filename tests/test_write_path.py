@@ -488,6 +488,36 @@ def test_bad_input_names_the_field_and_writes_nothing(
     assert events == []
 
 
+def test_a_message_that_holds_itself_or_nests_too_deep_is_refused(store: Sessions) -> None:
+    """Cycles and runaway nesting fail as InvalidMessage naming the field, never as a
+    RecursionError, and write nothing."""
+    from convostore.codec import MAX_JSON_DEPTH
+
+    s = store.session()
+    looped: dict[str, Any] = {"id": "x", "role": "user", "parts": [{"type": "data-x", "data": {}}]}
+    looped["parts"][0]["data"]["again"] = looped["parts"][0]
+    with pytest.raises(InvalidMessage) as info:
+        s.append_message(looped)
+    assert info.value.field == "parts[0].data.again"
+    assert "holds itself" in str(info.value)
+
+    deep: Any = "bottom"
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(InvalidMessage) as info:
+        s.append_message({"id": "y", "role": "user", "parts": [{"type": "data-x", "data": deep}]})
+    assert info.value.field.startswith("parts[0].data[0][0]")
+    assert f"more than {MAX_JSON_DEPTH} levels" in str(info.value)
+    assert s.get_history() == [] and store.storage_stats().messages == 0
+
+    shallow: Any = "bottom"
+    for _ in range(100):  # deep, but well inside the limit: stored and read back equal
+        shallow = {"d": shallow}
+    m = {"id": "z", "role": "user", "parts": [{"type": "data-x", "data": shallow}]}
+    s.append_message(m)
+    assert s.get_message("z") == m
+
+
 def test_nul_characters_are_refused_where_text_columns_hold_them(store: Sessions) -> None:
     s = store.session()
     with pytest.raises(InvalidMessage, match="id"):

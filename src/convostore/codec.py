@@ -75,7 +75,14 @@ def validate_message(message: object) -> Message:
 
 
 # One encoder for every call: json.dumps with non-default options builds a new one each time.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# No circular-reference bookkeeping on every container: a cycle ends in RecursionError instead,
+# and dumps() then finds it (see _find_bad_value).
+_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+)
+
+MAX_JSON_DEPTH = 500
+"""Containers nested deeper than this are refused (the JSON encoder's recursion ends sooner)."""
 
 
 def dumps(value: Any) -> str:
@@ -83,13 +90,16 @@ def dumps(value: Any) -> str:
 
     A lone surrogate is written as its ``\\uXXXX`` escape so the text is valid UTF-8 and reads
     back as the same string. Raises :class:`InvalidMessage` naming the first field JSON cannot
-    hold (NaN, infinity, bytes, sets, arbitrary objects, non-string keys).
+    hold (NaN, infinity, bytes, sets, arbitrary objects, non-string keys, a container that holds
+    itself, nesting deeper than :data:`MAX_JSON_DEPTH`).
     """
     try:
         text = _ENCODER.encode(value)
-    except (TypeError, ValueError) as exc:
-        field, problem = _find_bad_value(value, "")
-        raise InvalidMessage(field or "message", problem) from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        field, problem = _find_bad_value(value, "", set(), 0)
+        raise InvalidMessage(
+            field or "message", problem or "nested too deeply to store as JSON"
+        ) from exc
     if not text.isascii() and _SURROGATE_RE.search(text):
         text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
@@ -139,26 +149,38 @@ def loads(text: str) -> Any:
     return json.loads(text)
 
 
-def _find_bad_value(value: Any, path: str) -> tuple[str, str]:
+def _find_bad_value(value: Any, path: str, open_: set[int], depth: int) -> tuple[str, str]:
+    """The path and the problem of the first value JSON cannot hold, or ``("", "")``.
+
+    ``open_`` holds the ids of the containers being walked (a cycle leads back to one).
+    """
     if value is None or isinstance(value, (str, bool, int)):
         return "", ""
     if isinstance(value, float):
         if math.isfinite(value):
             return "", ""
         return path, f"{value!r} is not a JSON number"
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                return path or "message", f"key {k!r} is not a string"
-            found = _find_bad_value(v, f"{path}.{k}" if path else k)
-            if found[0]:
-                return found
-        return "", ""
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _find_bad_value(v, f"{path}[{i}]")
-            if found[0]:
-                return found
+    if isinstance(value, (Mapping, list, tuple)):
+        if id(value) in open_:
+            return path or "message", "a container that holds itself cannot be stored as JSON"
+        if depth >= MAX_JSON_DEPTH:
+            return path or "message", f"nested more than {MAX_JSON_DEPTH} levels deep"
+        open_.add(id(value))
+        try:
+            if isinstance(value, Mapping):
+                for k, v in value.items():
+                    if not isinstance(k, str):
+                        return path or "message", f"key {k!r} is not a string"
+                    found = _find_bad_value(v, f"{path}.{k}" if path else k, open_, depth + 1)
+                    if found[0]:
+                        return found
+            else:
+                for i, v in enumerate(value):
+                    found = _find_bad_value(v, f"{path}[{i}]", open_, depth + 1)
+                    if found[0]:
+                        return found
+        finally:
+            open_.discard(id(value))
         return "", ""
     return path or "message", f"a {type(value).__name__} value cannot be stored as JSON"
 
