@@ -1,12 +1,19 @@
 """Append throughput: convostore against a raw sqlite3 baseline, measured in the same run.
 
 For each durability mode (synchronous=NORMAL and FULL, both WAL) it measures appends per second
-into a session of 10 messages and one of 100,000, and the raw baseline (one INSERT and COMMIT per
-message, same journal and synchronous settings, the message JSON-encoded as convostore does).
-With ``--compaction`` it also measures appends with auto-compaction configured (a threshold
+into a session of 10 messages and one of 100,000 (both in one store, as an application holds
+them), and the raw baseline (one INSERT and COMMIT per message into a table of its own file,
+same journal and synchronous settings, the message JSON-encoded as convostore does). Unless
+``--no-compaction``, it also measures appends with auto-compaction configured (a threshold
 never reached, so every append pays the estimate check) into sessions of 100 and 100,000.
 
-    python benchmarks/append.py                # full sizes
+Method: the build is synced to disk before any clock starts; every workload makes one untimed
+run first (caches warm, WAL grown to its working size: the steady state of a long-running
+process); then the workloads take turns, in a rotating order, for ``--repeats`` timed runs of
+``--appends`` appends each, and each figure is the median. A run spans a few WAL checkpoints, so
+each pays its share of them.
+
+    python benchmarks/append.py                # full sizes (about a minute)
     python benchmarks/append.py --big 20000    # quicker
     python benchmarks/append.py --backend postgres --appends 200 --repeats 3
 
