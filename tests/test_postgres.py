@@ -243,6 +243,52 @@ def test_reopening_is_idempotent_and_a_newer_schema_is_refused(spec: BackendSpec
     assert (info.value.found, info.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
 
 
+def test_a_version_2_schema_migrates_and_its_rows_still_branch(
+    spec: BackendSpec, schemas: list[str]
+) -> None:
+    """Version 3 replaces the full parent index by a partial one (branches only); rows written
+    before stay in it and are found as children beside rows written after."""
+    import json
+
+    from convostore.backends.postgres import _META, _MIGRATIONS
+
+    schema = _fresh_schema()
+    schemas.append(schema)
+    with _admin() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute("SELECT set_config('search_path', quote_ident(%s), false)", (schema,))
+        conn.execute(_META)
+        for step in _MIGRATIONS[:2]:
+            for sql in step:
+                conn.execute(sql)
+        conn.execute("INSERT INTO convostore_meta VALUES ('schema_version', '2')")
+        for seq, (mid, up) in enumerate([("a", None), ("b", "a"), ("c", "b"), ("b2", "a")], 1):
+            conn.execute(
+                "INSERT INTO convostore_messages (session_id, id, seq, parent_id, role, "
+                "created_at, content) VALUES ('', %s, %s, %s, 'user', 1, %s)",
+                (mid, seq, up, json.dumps({"id": mid, "role": "user", "parts": []})),
+            )
+    with Sessions.open(spec.url, schema=schema) as store:
+        s = store.session()
+        assert ids(s.get_branches("a")) == ["b", "b2"]
+        s.append_message(text("d", "after"))  # a plain append under b2
+        s.append_message(text("e", "after"), parent_id="b")
+        assert ids(s.get_branches("b2")) == ["d"]
+        assert ids(s.get_branches("b")) == ["c", "e"]
+        s.delete_messages(["b", "b2"])
+        assert ids(s.get_branches("a")) == ["c", "d", "e"]
+        assert ids(s.get_history()) == ["a", "e"]
+    with _admin() as conn:
+        indexes = dict(conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s "
+            "AND tablename = 'convostore_messages'", (schema,),
+        ).fetchall())
+        version = conn.execute(f'SELECT value FROM "{schema}".convostore_meta').fetchone()
+    assert "convostore_messages_parent" not in indexes
+    assert indexes["convostore_messages_branch"].endswith("WHERE (chained = 0)")
+    assert version == (str(SCHEMA_VERSION),)
+
+
 def _catalog(schema: str) -> dict[str, Any]:
     with _admin() as conn:
         columns = conn.execute(
