@@ -149,6 +149,32 @@ def test_a_newer_schema_refuses_to_open(tmp_path: Path) -> None:
     assert isinstance(info.value, ConvostoreError)
 
 
+def test_a_failed_write_rolls_back_and_frees_the_store(tmp_path: Path) -> None:
+    """A write scope that raises leaves nothing behind, reports SQLite errors as BackendError,
+    and releases the store's lock, so the next write (from another thread too) proceeds."""
+    import threading
+
+    store = Sessions.open(str(tmp_path / "c.db"))
+    s = store.session()
+    backend = store._backend  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError), backend.write("") as ops:
+        ops._run(  # a row goes in, then the body fails
+            "INSERT INTO convostore_messages (session_id, id, seq, role, created_at, "
+            "content) VALUES ('', 'ghost', 1, 'user', 1, '{}')"
+        )
+        raise RuntimeError("boom")
+    with pytest.raises(BackendError), backend.write("") as ops:
+        ops._run("INSERT INTO no_such_table VALUES (1)")
+    assert s.get_message("ghost") is None
+    done: list[bool] = []
+    worker = threading.Thread(target=lambda: done.append(s.append_message(text("a", "x")).inserted))
+    worker.start()
+    worker.join(10)
+    assert done == [True]
+    assert ids(s.get_history()) == ["a"]
+    store.close()
+
+
 def test_errors_pickle() -> None:
     for exc in (InvalidMessage("parts[0]", "bad"), SchemaTooNew(3, 2), InvalidURL("x")):
         again = pickle.loads(pickle.dumps(exc))

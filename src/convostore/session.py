@@ -232,18 +232,10 @@ class Session:
             for p in prep.payloads:
                 ops.store_payload(p.hash, p.data, p.media_type)
             ops.insert_message(
-                NewRow(
-                    session_id=sid,
-                    id=msg["id"],
-                    seq=seq,
-                    parent_id=parent,
-                    role=msg["role"],
-                    content=prep.slices[0],
-                    content_chunks=len(prep.slices) - 1,
-                    token_estimate=prep.estimate,
-                    created_at=created_at,
-                    bytes=self._stored_bytes(ops, prep),
-                    chained=parent is not None and parent == tail_id,
+                NewRow(  # positional: this runs on every append
+                    sid, msg["id"], seq, parent, msg["role"], prep.slices[0],
+                    len(prep.slices) - 1, prep.estimate, created_at,
+                    self._stored_bytes(ops, prep), parent is not None and parent == tail_id,
                 )
             )
             if len(prep.slices) > 1:

@@ -93,6 +93,14 @@ modes once the WAL had grown; one wal-index table still covers it, so reads cost
 _META = "CREATE TABLE IF NOT EXISTS convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
+_APPEND_PROBE = (
+    f"SELECT EXISTS (SELECT 1 FROM {M} WHERE session_id = ?2 AND id = ?1), "
+    f"(SELECT id FROM {M} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1), "
+    f"(SELECT max(seq) FROM {M} WHERE session_id = ?2), "
+    f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')"
+)
+
+
 class SqliteOps(SqlOps):
     """:class:`~convostore.backends._sql.SqlOps` over a :mod:`sqlite3` connection."""
 
@@ -116,16 +124,9 @@ class SqliteOps(SqlOps):
 
     def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]:
         # The index check rides along with the probe: one statement fewer per append.
-        row = self._one(
-            f"SELECT EXISTS (SELECT 1 FROM {M} WHERE session_id = ? AND id = ?), "
-            f"(SELECT id FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
-            f"(SELECT max(seq) FROM {M} WHERE session_id = ?), "
-            "EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?)",
-            (session_id, id, session_id, session_id, FTS),
-        )
-        assert row is not None
-        self.fts_hint = bool(row[3])
-        return bool(row[0]), row[1], int(row[2] or 0)
+        exists, tail, top, fts = self._conn.execute(_APPEND_PROBE, (id, session_id)).fetchone()
+        self.fts_hint = bool(fts)
+        return bool(exists), tail, top or 0
 
     def fts_create(self) -> None:
         self._run(
@@ -201,6 +202,51 @@ def _has_token(text: str) -> bool:
 def _phrase(text: str) -> str:
     """One FTS5 phrase: operators and quotes inside become literal words."""
     return '"' + text.replace('"', '""') + '"' if _has_token(text) else ""
+
+
+class _WriteScope:
+    """:meth:`SqliteBackend.write`: a class, not a generator, since it runs on every append."""
+
+    __slots__ = ("_backend",)
+
+    def __init__(self, backend: SqliteBackend) -> None:
+        self._backend = backend
+
+    def __enter__(self) -> SqliteOps:
+        backend = self._backend
+        backend._lock.acquire()
+        try:
+            backend._check()
+            backend._ops.fts_hint = None
+            try:
+                backend._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite could not start a write: {exc}") from exc
+        except BaseException:
+            backend._lock.release()
+            raise
+        return backend._ops
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> Literal[False]:
+        conn = self._backend._conn
+        try:
+            if exc is not None:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise BackendError(f"SQLite write failed: {exc}") from exc
+                return False
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise BackendError(f"SQLite commit failed: {error}") from error
+            return False
+        finally:
+            self._backend._lock.release()
 
 
 class SqliteBackend:
@@ -298,31 +344,9 @@ class SqliteBackend:
             except sqlite3.Error as exc:
                 raise BackendError(f"SQLite read failed: {exc}") from exc
 
-    @contextmanager
-    def write(self, session_id: str | None) -> Iterator[SqliteOps]:
+    def write(self, session_id: str | None) -> _WriteScope:
         """One ``BEGIN IMMEDIATE`` transaction; rolled back if the body raises."""
-        with self._lock:
-            self._check()
-            conn = self._conn
-            self._ops.fts_hint = None
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise BackendError(f"SQLite could not start a write: {exc}") from exc
-            try:
-                yield self._ops
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise BackendError(f"SQLite write failed: {exc}") from exc
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise BackendError(f"SQLite commit failed: {exc}") from exc
+        return _WriteScope(self)
 
     def close(self) -> None:
         """Close the connection; idempotent."""
