@@ -266,3 +266,39 @@ def test_string_estimate_agrees_with_the_formula_on_random_ascii() -> None:
         s = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80)))
         expected = math.ceil(max(len(s) / 4, len(s.split()) * 1.3))
         assert estimate_string_tokens(s) == expected, repr(s)
+
+
+def test_json_text_shortcut_agrees_with_the_formula_on_random_values() -> None:
+    """Tool values are counted through their JSON text by a space-only shortcut; it must give
+    what the formula gives, whatever whitespace and control characters the values hold."""
+    import json
+    import random
+
+    from convostore.tokens import _json_text_tokens
+
+    rng = random.Random(3)
+    alphabet = 'ab  \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x00"\\{}:,xyz\u00e9\u3000\u2028'
+
+    def word() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+
+    def value(depth: int) -> object:
+        kind = rng.randint(0, 5 if depth < 3 else 2)
+        if kind == 0:
+            return word()
+        if kind == 1:
+            return rng.randint(-5, 10**6)
+        if kind == 2:
+            return None
+        if kind == 3:
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {word(): value(depth + 1) for _ in range(rng.randint(0, 4))}
+
+    for _ in range(3000):
+        text = json.dumps(value(0), separators=(",", ":"), ensure_ascii=False)
+        units = len(text.encode("utf-16-le", "surrogatepass")) // 2
+        expected = math.ceil(max(units / 4, len(text.split()) * 1.3))
+        assert _json_text_tokens(text) == expected, text
+        parsed = json.loads(text)
+        if isinstance(parsed, (dict, list)):
+            assert estimate_value_tokens(parsed) == expected, text

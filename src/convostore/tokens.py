@@ -105,11 +105,17 @@ def estimate_string_tokens(s: str) -> int:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
-def _to_text(value: object) -> str:
-    try:
-        return _ENCODER.encode(value)
-    except (TypeError, ValueError, RecursionError):
-        return str(value)
+def _json_text_tokens(s: str) -> int:
+    """:func:`estimate_string_tokens` of compact JSON text made by a ``json`` encoder.
+
+    The encoder escapes every control character, so the space is the only ASCII whitespace such
+    text holds raw: counting spaces is enough for the shortcut (a tool output is mostly JSON).
+    """
+    if s.isascii():
+        chars = len(s) / CHARS_PER_TOKEN
+        if (s.count(" ") + 1) * WORDS_TOKEN_MULTIPLIER <= chars:
+            return math.ceil(chars)
+    return estimate_string_tokens(s)
 
 
 def estimate_value_tokens(
@@ -130,14 +136,16 @@ def estimate_value_tokens(
     """
     if value is None:
         return 0
-    count = estimate_string_tokens if token_counter is None else token_counter
     if isinstance(value, str):
-        return count(value)
-    if encoded is not None:
-        text = encoded.get(id(value))
-        if text is not None:
-            return count(text)
-    return count(_to_text(value))
+        return estimate_string_tokens(value) if token_counter is None else token_counter(value)
+    text = None if encoded is None else encoded.get(id(value))
+    if text is None:
+        try:
+            text = _ENCODER.encode(value)
+        except (TypeError, ValueError, RecursionError):
+            text = str(value)  # not JSON: counted as a plain string
+            return estimate_string_tokens(text) if token_counter is None else token_counter(text)
+    return _json_text_tokens(text) if token_counter is None else token_counter(text)
 
 
 def _is_tool_type(part_type: object) -> bool:
