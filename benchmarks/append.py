@@ -7,6 +7,9 @@ same journal and synchronous settings, the message JSON-encoded as convostore do
 ``--no-compaction``, it also measures appends with auto-compaction configured (a threshold
 never reached, so every append pays the estimate check) into sessions of 100 and 100,000.
 
+A fourth figure, in parentheses and outside the targets, is the baseline with the one index a
+store that reads sessions in order needs besides it, ``(session_id, seq)``.
+
 Method: the build is synced to disk before any clock starts; every workload makes one untimed
 run first (caches warm, WAL grown to its working size: the steady state of a long-running
 process); then the workloads take turns, in a rotating order, for ``--repeats`` timed runs of
@@ -115,10 +118,18 @@ def convostore_runner(s: Any, n: int, repeats: int) -> Callable[[], None]:
     return run
 
 
-def raw_runner(conn: sqlite3.Connection, n: int, repeats: int) -> Callable[[], None]:
-    """A run of ``n`` raw appends: one INSERT and COMMIT per message, JSON-encoded as we do."""
+def raw_runner(
+    conn: sqlite3.Connection, n: int, repeats: int, ordered: bool = False
+) -> Callable[[], None]:
+    """A run of ``n`` raw appends: one INSERT and COMMIT per message, JSON-encoded as we do.
+
+    ``ordered`` adds the index reading a session in order needs, ``(session_id, seq)``: not the
+    baseline of the targets, a figure that shows what that one more b-tree costs.
+    """
     conn.execute("CREATE TABLE IF NOT EXISTS raw (session_id TEXT, id TEXT, seq INTEGER, "
                  "content TEXT, PRIMARY KEY (session_id, id))")
+    if ordered:
+        conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS raw_order ON raw (session_id, seq)")
     source = realistic_messages(seed=random.randint(100_000, 999_999))
     it = iter([next(source) for _ in range(n * (repeats + 1))])
     seq = [0]
@@ -271,15 +282,19 @@ def main() -> int:
         n = args.appends if durability == "normal" else max(50, args.appends // 3)
         os.sync()  # the build's dirty pages are on disk before any clock starts
         raw_conn = raw_connection(os.path.join(tmp, f"raw-{durability}.db"), durability)
+        ordered_conn = raw_connection(os.path.join(tmp, f"ordered-{durability}.db"), durability)
         store = Sessions.open(path, durability=durability)  # type: ignore[arg-type]
         rates = interleaved({
             "raw sqlite3 INSERT+COMMIT": raw_runner(raw_conn, n, args.repeats),
+            "(raw + index on (session_id, seq))": raw_runner(ordered_conn, n, args.repeats,
+                                                             ordered=True),
             "convostore, session of 10": convostore_runner(store.session("small"), n,
                                                            args.repeats),
             big_label: convostore_runner(store.session("big"), n, args.repeats),
         }, n, args.repeats)
         store.close()
         raw_conn.close()
+        ordered_conn.close()
         raw = rates["raw sqlite3 INSERT+COMMIT"]
         for label, rate in rates.items():
             print(f"{durability:<10} {label:<34} {rate:>10,.0f} {rate / raw:>8.2f}")
