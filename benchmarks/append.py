@@ -10,12 +10,12 @@ never reached, so every append pays the estimate check) into sessions of 100 and
 A fourth figure, in parentheses and outside the targets, is the baseline with the one index a
 store that reads sessions in order needs besides it, ``(session_id, seq)``.
 
-Method: the build is synced to disk before any clock starts; every workload makes one run on
-its own first (shown as "first run": one sample, while caches warm and the WAL grows to its
-working size, as in a process that has just opened its store); then the workloads take turns,
-in a rotating order, for ``--repeats`` timed runs of ``--appends`` appends each, and each figure
-is the median: the steady state of a long-running process, which the targets are checked
-against. A run spans a few WAL checkpoints, so each pays its share of them.
+Method: every workload appends the same messages (one seed; ids made distinct), made before
+any clock starts; the build is synced to disk first; every workload makes one untimed run on
+its own (caches warm, the WAL grows to its working size); then the workloads take turns, in an
+order shuffled every round, for ``--repeats`` timed runs of ``--appends`` appends each, and each
+figure is the median: the steady state of a long-running process. A run spans a few WAL
+checkpoints, so each pays its share of them.
 
     python benchmarks/append.py                # full sizes (about a minute)
     python benchmarks/append.py --big 20000    # quicker
@@ -28,6 +28,7 @@ auto-compaction big/small within 1.5x.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -88,36 +89,45 @@ def build(store: Sessions, session_id: str, count: int) -> None:
         prev = m["id"]
 
 
-def interleaved(
-    runs: dict[str, Callable[[], None]], n: int, repeats: int
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Appends per second of each workload: (median of ``repeats`` runs, its first run).
+def interleaved(runs: dict[str, Callable[[], None]], n: int, repeats: int) -> dict[str, float]:
+    """Appends per second of each workload: the median of ``repeats`` runs of ``n`` appends.
 
-    Each workload first makes one run on its own, the "first run": files, caches and the WAL
-    grow to their working size (a process that has just opened its store). Then the workloads
-    take turns, in a rotating order, so a disturbance of the machine (another process, the
-    kernel writing back dirty pages) falls on all of them alike: their median is the steady
-    state, which the targets are checked against.
+    Each workload first makes one untimed run on its own: files, caches and the WAL grow to
+    their working size (one sample of that phase, as a process that has just opened its store
+    sees it, says more about the disk than about the store). Then the workloads
+    take turns, in an order shuffled every round, so neither a disturbance of the machine
+    (another process, the kernel writing back dirty pages) nor the workload run just before
+    (whose pages fill the caches) favours any of them: their median is the steady state, which
+    the targets are checked against.
     """
     names = list(runs)
-    first: dict[str, float] = {}
     for name in names:
-        t0 = time.perf_counter()
         runs[name]()
-        first[name] = n / (time.perf_counter() - t0)
     secs: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+    order = random.Random(len(names))
+    for _ in range(repeats):
+        for name in order.sample(names, len(names)):
             t0 = time.perf_counter()
             runs[name]()
             secs[name].append(time.perf_counter() - t0)
-    return {name: n / statistics.median(secs[name]) for name in names}, first
+    return {name: n / statistics.median(secs[name]) for name in names}
 
 
-def convostore_runner(s: Any, n: int, repeats: int) -> Callable[[], None]:
-    """A run of ``n`` appends into session ``s`` (messages made before the clock starts)."""
-    source = realistic_messages(seed=random.randint(10_000, 99_999))
-    it = iter([next(source) for _ in range(n * (repeats + 1))])
+def messages(count: int, tag: str) -> list[dict[str, Any]]:
+    """The messages every workload appends: the same sizes for all (one seed), ids made unique
+    by ``tag``, made before any clock starts."""
+    return [{**m, "id": f"{tag}-{m['id']}"} for m in _conversation(count)]
+
+
+@functools.lru_cache(maxsize=4)
+def _conversation(count: int) -> list[dict[str, Any]]:
+    source = realistic_messages(seed=7)
+    return [next(source) for _ in range(count)]
+
+
+def convostore_runner(s: Any, n: int, repeats: int, tag: str) -> Callable[[], None]:
+    """A run of ``n`` appends into session ``s``."""
+    it = iter(messages(n * (repeats + 1), tag))
 
     def run() -> None:
         for _ in range(n):
@@ -138,8 +148,7 @@ def raw_runner(
                  "content TEXT, PRIMARY KEY (session_id, id))")
     if ordered:
         conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS raw_order ON raw (session_id, seq)")
-    source = realistic_messages(seed=random.randint(100_000, 999_999))
-    it = iter([next(source) for _ in range(n * (repeats + 1))])
+    it = iter(messages(n * (repeats + 1), "raw"))
     seq = [0]
 
     def run() -> None:
@@ -284,8 +293,7 @@ def main() -> int:
     print(f"each figure: median of {args.repeats} runs of {args.appends} appends\n")
 
     results: list[tuple[str, bool]] = []
-    print(f"{'durability':<10} {'workload':<34} {'appends/s':>10} {'vs raw':>8}"
-          f"   {'first run':>9} {'vs raw':>6}")
+    print(f"{'durability':<10} {'workload':<34} {'appends/s':>10} {'vs raw':>8}")
     big_label = f"convostore, session of {args.big:,}"
     for durability in ("normal", "full"):
         n = args.appends if durability == "normal" else max(50, args.appends // 3)
@@ -293,21 +301,20 @@ def main() -> int:
         raw_conn = raw_connection(os.path.join(tmp, f"raw-{durability}.db"), durability)
         ordered_conn = raw_connection(os.path.join(tmp, f"ordered-{durability}.db"), durability)
         store = Sessions.open(path, durability=durability)  # type: ignore[arg-type]
-        rates, first = interleaved({
+        rates = interleaved({
             "raw sqlite3 INSERT+COMMIT": raw_runner(raw_conn, n, args.repeats),
             "(raw + index on (session_id, seq))": raw_runner(ordered_conn, n, args.repeats,
                                                              ordered=True),
             "convostore, session of 10": convostore_runner(store.session("small"), n,
-                                                           args.repeats),
-            big_label: convostore_runner(store.session("big"), n, args.repeats),
+                                                           args.repeats, durability),
+            big_label: convostore_runner(store.session("big"), n, args.repeats, durability),
         }, n, args.repeats)
         store.close()
         raw_conn.close()
         ordered_conn.close()
-        raw, raw_first = rates["raw sqlite3 INSERT+COMMIT"], first["raw sqlite3 INSERT+COMMIT"]
+        raw = rates["raw sqlite3 INSERT+COMMIT"]
         for label, rate in rates.items():
-            print(f"{durability:<10} {label:<34} {rate:>10,.0f} {rate / raw:>8.2f}"
-                  f"   {first[label]:>9,.0f} {first[label] / raw_first:>6.2f}")
+            print(f"{durability:<10} {label:<34} {rate:>10,.0f} {rate / raw:>8.2f}")
         small, big = rates["convostore, session of 10"], rates[big_label]
         floor = 0.5 if durability == "normal" else 0.8
         results.append((f"{durability}: small/big within 1.3x ({small / big:.2f})",
@@ -324,10 +331,11 @@ def main() -> int:
         n = args.appends
         os.sync()
         with Sessions.open(path) as store:
-            rates, _first = interleaved({
+            rates = interleaved({
                 "hundred": convostore_runner(configure(store.session("hundred")), n,
-                                             args.repeats),
-                "big": convostore_runner(configure(store.session("big")), n, args.repeats),
+                                             args.repeats, "compaction"),
+                "big": convostore_runner(configure(store.session("big")), n, args.repeats,
+                                         "compaction"),
             }, n, args.repeats)
         hundred, big = rates["hundred"], rates["big"]
         print(f"{'normal':<10} {'auto-compaction on, session of 100':<34} {hundred:>10,.0f}")
