@@ -19,6 +19,22 @@ def fts_tables(store: Sessions) -> bool:
 # --- search ---------------------------------------------------------------------------------
 
 
+@pytest.mark.requires("shared_across_processes")
+def test_an_index_built_by_another_store_is_kept_up_to_date_by_this_one(
+    open_store: Any,
+) -> None:
+    """Each write asks whether the index exists until it does: a store that appended before
+    another store built the index indexes its next writes."""
+    early, searcher = open_store(), open_store()
+    s = early.session("a")
+    s.append_message(text("m1", "before the index"))  # asked: no index yet
+    assert [h.id for h in searcher.session("a").search("before")] == ["m1"]  # builds it
+    s.append_message(text("m2", "written after the index"))
+    s.update_message(text("m1", "changed after the index"))
+    assert sorted(h.id for h in searcher.search("after the index")) == ["m1", "m2"]
+    assert searcher.search("before") == []
+
+
 def test_builds_the_index_on_the_first_search_never_on_append(store: Sessions) -> None:
     s = store.session()
     s.append_message(text("m1", "the deployment failed at noon"))

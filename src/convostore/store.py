@@ -214,10 +214,9 @@ class Sessions:
     # --- search -------------------------------------------------------------------------------
 
     def _fts_ready(self, ops: Ops) -> bool:
-        if not self._fts_known:
-            hint = getattr(ops, "fts_hint", None)  # answered by this write's probe already
-            if hint if hint is not None else ops.fts_exists():
-                self._fts_known = True
+        """Does the search index exist? Once it does, it stays: asked until the answer is yes."""
+        if not self._fts_known and ops.fts_exists():
+            self._fts_known = True
         return self._fts_known
 
     def _ensure_index(self) -> None:

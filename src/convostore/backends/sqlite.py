@@ -106,7 +106,9 @@ class SqliteOps(SqlOps):
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self.fts_hint: bool | None = None  # set by append_probe for the write in progress
+        # Whether the search index exists, as the append probe of the write in progress found
+        # it (a write scope clears it on entry and exit): fts_exists() then asks nothing.
+        self.fts_hint: bool | None = None
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params)
@@ -117,6 +119,8 @@ class SqliteOps(SqlOps):
     # -- full-text index (FTS5; the row id is the message row's ``rid``) ------------------------
 
     def fts_exists(self) -> bool:
+        if self.fts_hint is not None:
+            return self.fts_hint
         return (
             self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS,))
             is not None
@@ -134,6 +138,7 @@ class SqliteOps(SqlOps):
             "session_id UNINDEXED, id UNINDEXED, role UNINDEXED, content, "
             "tokenize = 'porter unicode61')"
         )
+        self.fts_hint = True
 
     def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
         # Look the row ids up first: FTS5 fed by INSERT ... SELECT flushes its pending index
@@ -246,6 +251,7 @@ class _WriteScope:
                 raise BackendError(f"SQLite commit failed: {error}") from error
             return False
         finally:
+            self._backend._ops.fts_hint = None
             self._backend._lock.release()
 
 
