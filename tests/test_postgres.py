@@ -248,7 +248,7 @@ def test_a_version_2_schema_migrates_and_its_rows_still_branch(
 ) -> None:
     """Version 3 replaces the full parent index by a partial one (branches only); rows written
     before stay in it and are found as children beside rows written after."""
-    import json
+    from _helpers import V2_TREE_ROWS, check_v2_tree_after_migration
 
     from convostore.backends.postgres import _META, _MIGRATIONS
 
@@ -262,22 +262,14 @@ def test_a_version_2_schema_migrates_and_its_rows_still_branch(
             for sql in step:
                 conn.execute(sql)
         conn.execute("INSERT INTO convostore_meta VALUES ('schema_version', '2')")
-        for seq, (mid, up) in enumerate([("a", None), ("b", "a"), ("c", "b"), ("b2", "a")], 1):
-            conn.execute(
+        with conn.cursor() as cur:
+            cur.executemany(
                 "INSERT INTO convostore_messages (session_id, id, seq, parent_id, role, "
                 "created_at, content) VALUES ('', %s, %s, %s, 'user', 1, %s)",
-                (mid, seq, up, json.dumps({"id": mid, "role": "user", "parts": []})),
+                V2_TREE_ROWS,
             )
     with Sessions.open(spec.url, schema=schema) as store:
-        s = store.session()
-        assert ids(s.get_branches("a")) == ["b", "b2"]
-        s.append_message(text("d", "after"))  # a plain append under b2
-        s.append_message(text("e", "after"), parent_id="b")
-        assert ids(s.get_branches("b2")) == ["d"]
-        assert ids(s.get_branches("b")) == ["c", "e"]
-        s.delete_messages(["b", "b2"])
-        assert ids(s.get_branches("a")) == ["c", "d", "e"]
-        assert ids(s.get_history()) == ["a", "e"]
+        check_v2_tree_after_migration(store.session())
     with _admin() as conn:
         indexes = dict(conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s "

@@ -198,8 +198,9 @@ def test_branches_and_splices_match_a_model_on_random_trees(store: Sessions) -> 
 def test_an_old_parent_index_is_replaced_and_old_rows_still_branch(tmp_path: Any) -> None:
     """A version-2 database (every row in a full parent index) migrates to the partial one;
     rows written before and after the migration are found as children alike."""
-    import json
     import sqlite3
+
+    from _helpers import V2_TREE_ROWS, check_v2_tree_after_migration
 
     from convostore.backends.sqlite import _MIGRATIONS
 
@@ -210,25 +211,15 @@ def test_an_old_parent_index_is_replaced_and_old_rows_still_branch(tmp_path: Any
             conn.execute(sql)
     conn.execute("CREATE TABLE convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute("INSERT INTO convostore_meta VALUES ('schema_version', '2')")
-    for seq, (mid, up) in enumerate([("a", None), ("b", "a"), ("c", "b"), ("b2", "a")], 1):
-        conn.execute(
-            "INSERT INTO convostore_messages (session_id, id, seq, parent_id, role, created_at, "
-            "content) VALUES ('', ?, ?, ?, 'user', 1, ?)",
-            (mid, seq, up, json.dumps({"id": mid, "role": "user", "parts": []})),
-        )
+    conn.executemany(
+        "INSERT INTO convostore_messages (session_id, id, seq, parent_id, role, created_at, "
+        "content) VALUES ('', ?, ?, ?, 'user', 1, ?)",
+        V2_TREE_ROWS,
+    )
     conn.commit()
     conn.close()
     with Sessions.open(str(path)) as store:
-        s = store.session()
-        assert ids(s.get_branches("a")) == ["b", "b2"]
-        s.append_message(text("d", "after"))  # a plain append under b2
-        s.append_message(text("e", "after"), parent_id="b")
-        assert ids(s.get_branches("b2")) == ["d"]
-        assert ids(s.get_branches("b")) == ["c", "e"]
-        s.delete_messages(["b"])
-        assert ids(s.get_branches("a")) == ["c", "b2", "e"]
-        s.delete_messages(["b2"])
-        assert ids(s.get_branches("a")) == ["c", "d", "e"]
+        check_v2_tree_after_migration(store.session())
     conn = sqlite3.connect(path)
     indexes = dict(conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = "
