@@ -108,3 +108,21 @@ def open_store(backend_spec: BackendSpec, api: str) -> Iterator[Callable[..., Se
 @pytest.fixture
 def store(open_store: Callable[..., Sessions]) -> Sessions:
     return open_store()
+
+
+@pytest.fixture
+def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts message rows hydrated (content fetched) by any backend."""
+    from convostore.backends._sql import SqlOps
+
+    counter = [0]
+    for name in ("content_rows_by_seq", "rows_below", "sized_rows_below"):
+        original = getattr(SqlOps, name)
+
+        def counting(self: SqlOps, *args: Any, _original: Any = original) -> Any:
+            rows = _original(self, *args)
+            counter[0] += len(rows)
+            return rows
+
+        monkeypatch.setattr(SqlOps, name, counting)
+    yield counter

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,7 +24,6 @@ from convostore import (
     create_compact_function,
     is_compaction_message,
 )
-from convostore.backends._sql import SqlOps
 
 if TYPE_CHECKING:
     from conftest import BackendSpec
@@ -376,22 +375,6 @@ def test_concurrent_tasks_append_one_linear_chain(aopen: Opener) -> None:
 
 
 # --- streamed reads ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Message rows hydrated (content fetched), counted at the backend."""
-    counter = [0]
-    for name in ("content_rows_by_seq", "rows_below", "sized_rows_below"):
-        original = getattr(SqlOps, name)
-
-        def counting(self: SqlOps, *args: Any, _original: Any = original) -> Any:
-            rows = _original(self, *args)
-            counter[0] += len(rows)
-            return rows
-
-        monkeypatch.setattr(SqlOps, name, counting)
-    yield counter
 
 
 def test_history_async_iteration_with_early_break(aopen: Opener, rows_read: list[int]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,22 +10,6 @@ from _helpers import ids, text
 
 from convostore import COMPACTION_PREFIX, Sessions
 from convostore.backends._sql import SqlOps
-
-
-@pytest.fixture
-def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts message rows hydrated (content fetched) by any backend."""
-    counter = [0]
-    for name in ("content_rows_by_seq", "rows_below", "sized_rows_below"):
-        original = getattr(SqlOps, name)
-
-        def counting(self: SqlOps, *args: Any, _original: Any = original) -> Any:
-            rows = _original(self, *args)
-            counter[0] += len(rows)
-            return rows
-
-        monkeypatch.setattr(SqlOps, name, counting)
-    yield counter
 
 
 def chain(store: Sessions, n: int, prefix: str = "m", session: str = "") -> list[dict[str, Any]]:
