@@ -617,7 +617,12 @@ def test_bad_input_is_rejected() -> None:
 def test_public_names() -> None:
     assert sorted(formats.__all__) == formats.__all__
     for name in formats.__all__:
-        assert getattr(formats, name) is not None
+        obj = getattr(formats, name)
+        if callable(obj):
+            assert obj.__doc__, f"{name} has no docstring"
+    for fmt in formats.FORMATS:  # each format name has its pair of converters
+        suffix = fmt.replace("-", "_")
+        assert {f"from_{suffix}", f"to_{suffix}"} <= set(formats.__all__), fmt
 
 
 def test_importing_convostore_imports_no_framework() -> None:

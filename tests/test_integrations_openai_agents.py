@@ -248,6 +248,17 @@ def test_branch_from_an_earlier_item(store: Sessions) -> None:
         asyncio.run(session.branch_from(5))
     with pytest.raises(KeyError):
         asyncio.run(session.branch_from("no-such-id"))
+    asyncio.run(session.branch_from(None))
+    with pytest.raises(IndexError, match="the history is empty"):
+        asyncio.run(session.branch_from(0))
+
+
+def test_a_bad_item_is_rejected_before_anything_is_written(store: Sessions) -> None:
+    session = ConvostoreSession("bad", backing(store))
+    items: list[Any] = [{"role": "user", "content": "fine"}, "not an item"]
+    with pytest.raises(TypeError, match=r"items\[1\] must be a dict, not str"):
+        asyncio.run(session.add_items(items))
+    assert store.session("bad").get_history() == []
 
 
 def test_branch_then_run_continues_the_branch(store: Sessions) -> None:

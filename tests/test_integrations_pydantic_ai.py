@@ -38,6 +38,7 @@ from convostore.integrations.pydantic_ai import (  # noqa: E402
     asave_messages,
     load_messages,
     save_messages,
+    to_stored,
 )
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000")
@@ -125,9 +126,9 @@ def test_a_diverging_history_grows_a_branch(store: Sessions) -> None:
     b = agent.run_sync("Two B.", message_history=base.all_messages())
     save_messages(session, a.all_messages())
     save_messages(session, b.all_messages())
-    assert load_messages(session) == b.all_messages()
-    leaf_a = store.session("branch").get_history(None)  # the active branch is b's
-    assert len(leaf_a) == len(b.all_messages())
+    assert load_messages(session) == b.all_messages()  # the active branch is b's
+    leaf_a = to_stored(a.all_messages())[-1]["id"]
+    assert load_messages(session, leaf_id=leaf_a) == a.all_messages()  # a's branch is kept
     fork = store.session("branch").get_history()[len(base.all_messages()) - 1]["id"]
     assert len(store.session("branch").get_branches(fork)) == 2
 

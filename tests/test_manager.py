@@ -186,7 +186,7 @@ def test_append_all_chains_from_a_root_unless_given_a_parent(manager: Any) -> No
     assert ids(manager.get_history(sid)) == ["a", "d"]
     assert manager.append_all(sid, [], "a") == "a"
     assert manager.append_all(sid, []) is None
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="iterable of messages, not a dict"):
         manager.append_all(sid, text("e", "not a list"))
 
 
@@ -462,7 +462,7 @@ def test_searchable_history_provider(manager: Any) -> None:
     manager.append(sid, text("m1", "pineapple pizza", "assistant"))
     assert resolve(provider.search("pineapple")) == "[assistant] pineapple pizza"
     assert not hasattr(provider, "set")
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="label must be a non-empty string, not ''"):
         manager.with_searchable_history("")
 
 

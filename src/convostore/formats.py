@@ -39,6 +39,7 @@ Message ids are generated (the source formats have none that are unique per mess
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import mimetypes
 import uuid
@@ -78,7 +79,9 @@ _PROVIDER = {
 }
 
 JSON = Any
+"""Any JSON value (the alias these converters use for source items and layouts)."""
 Part = dict[str, Any]
+"""One part of a UIMessage."""
 
 
 class _Mismatch(Exception):
@@ -161,6 +164,11 @@ def _tool_name(part: Part) -> str:
     if isinstance(kind, str) and kind.startswith("tool-"):
         return kind[len("tool-") :]
     raise _Mismatch
+
+
+def _has_call(part: Part) -> bool:
+    """Whether a tool part has a call to render (a result without its call has ``input`` None)."""
+    return part.get("input") is not None or part.get("type") != "dynamic-tool"
 
 
 def _arguments(part: Part) -> str:
@@ -255,16 +263,6 @@ def _file_from_base64(data: str, media_type: str, filename: Any = None) -> Part:
     return part
 
 
-def _base64_of(part: Part) -> str:
-    url = part.get("url")
-    if not isinstance(url, str) or not url.startswith("data:"):
-        raise _Mismatch
-    comma = url.find(",")
-    if comma < 0 or not url[:comma].endswith(";base64"):
-        raise _Mismatch
-    return url[comma + 1 :]
-
-
 def _split_data_url(url: str) -> tuple[str, str] | None:
     """(media type, base64 payload) of a base64 data URL, else None."""
     if not url.startswith("data:"):
@@ -273,6 +271,15 @@ def _split_data_url(url: str) -> tuple[str, str] | None:
     if comma < 0 or not url[:comma].endswith(";base64"):
         return None
     return _media_type_of_data_url(url), url[comma + 1 :]
+
+
+def _base64_of(part: Part) -> str:
+    """The base64 payload of a file part whose ``url`` is a base64 data URL."""
+    url = part.get("url")
+    split = _split_data_url(url) if isinstance(url, str) else None
+    if split is None:
+        raise _Mismatch
+    return split[1]
 
 
 def _tag(part: Part) -> dict[str, Any] | None:
@@ -397,6 +404,53 @@ class _Builder:
                 "metadata": {_KEY: layout},
             })
         return out
+
+
+def _keep_raw(fmt: str, group: _Group, item: JSON) -> JSON:
+    """Keep an item no part type fits verbatim, as a raw part; return its layout (a hole)."""
+    return _hole("raw", group.add(_raw_part(fmt, item)))
+
+
+def _content_layout(group: _Group, content: Any, block: Callable[[Any], JSON]) -> JSON:
+    """The layout of a message's ``content``: a string is one text part, a list is parsed by
+    ``block`` one block at a time, anything else is kept as it is."""
+    if isinstance(content, str):
+        return _hole("text", group.add(_text_part(content)))
+    if isinstance(content, list):
+        return [block(item) for item in content]
+    return content
+
+
+def _result_layout(
+    b: _Builder,
+    group: _Group,
+    item: dict[str, Any],
+    *,
+    id_key: str,
+    output_key: str,
+    name: Any = None,
+    error: bool = False,
+) -> dict[str, Any]:
+    """Put a tool result into its call's part in the open turn, or into a ``dynamic-tool`` part
+    of ``group`` when the call is not there; return the item's layout.
+
+    :param item: the source result: its call id is ``item[id_key]``, its output
+        ``item[output_key]`` (an error text when ``error``).
+    :param name: the tool name the source gives, for a result without its call.
+    """
+    call_id, output = item.get(id_key), item.get(output_key)
+    index = b.call_index(call_id)
+    if index is not None:
+        _pair_result(group.parts[index], output, error=error)
+    else:
+        index = group.add(_orphan_result(name, call_id, output, error=error))
+    layout = {**item, id_key: _hole("call_id", index)}
+    if output_key in item:
+        layout[output_key] = (
+            _hole("error", index, json=not isinstance(output, str)) if error
+            else _hole("output", index)
+        )
+    return layout
 
 
 def _layout(message: Message, fmt: str) -> dict[str, Any] | None:
@@ -547,16 +601,7 @@ def _chat_block(fmt: str, group: _Group, block: Any) -> JSON:
                 mt = _guess_type(name, "application/octet-stream")
                 i = group.add(_file_from_base64(data, mt, name))
                 return {**block, "file": {**file, "file_data": _hole("b64", i)}}
-    i = group.add(_raw_part(fmt, block))
-    return _hole("raw", i)
-
-
-def _chat_content(fmt: str, group: _Group, content: Any) -> JSON:
-    if isinstance(content, str):
-        return _hole("text", group.add(_text_part(content)))
-    if isinstance(content, list):
-        return [_chat_block(fmt, group, b) for b in content]
-    return content
+    return _keep_raw(fmt, group, block)
 
 
 def from_openai_chat(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -571,32 +616,23 @@ def from_openai_chat(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
         msg = dict(msg)
         role = msg.get("role")
         if role == "tool":
-            call_id = msg.get("tool_call_id")
-            index = b.call_index(call_id)
             group = b.results()
-            if index is not None:
-                _pair_result(group.parts[index], msg.get("content"))
-            else:
-                index = group.add(_orphan_result(None, call_id, msg.get("content")))
-            layout = {**msg, "tool_call_id": _hole("call_id", index)}
-            if "content" in msg:
-                layout["content"] = _hole("output", index)
-            group.source.append(layout)
+            group.source.append(
+                _result_layout(b, group, msg, id_key="tool_call_id", output_key="content")
+            )
             continue
         if role == "assistant":
             group = b.model(new_message=True)
-            layout = dict(msg)
-            if "content" in msg:
-                layout["content"] = _chat_content(fmt, group, msg["content"])
-            calls = msg.get("tool_calls")
-            if isinstance(calls, list):
-                layout["tool_calls"] = [_chat_call(fmt, group, c) for c in calls]
-            group.source.append(layout)
-            continue
-        group = b.standalone("system" if role in ("system", "developer") else str(role))
+        else:
+            group = b.standalone("system" if role in ("system", "developer") else str(role))
         layout = dict(msg)
         if "content" in msg:
-            layout["content"] = _chat_content(fmt, group, msg["content"])
+            layout["content"] = _content_layout(
+                group, msg["content"], functools.partial(_chat_block, fmt, group)
+            )
+        calls = msg.get("tool_calls")
+        if role == "assistant" and isinstance(calls, list):
+            layout["tool_calls"] = [_chat_call(fmt, group, c) for c in calls]
         group.source.append(layout)
     return b.messages()
 
@@ -620,8 +656,7 @@ def _chat_call(fmt: str, group: _Group, call: Any) -> JSON:
                 return {**call, "id": _hole("call_id", i),
                         "custom": {**custom, "name": _hole("tool_name", i),
                                    "input": _hole("input", i)}}
-    i = group.add(_raw_part(fmt, call))
-    return _hole("raw", i)
+    return _keep_raw(fmt, group, call)
 
 
 def _chat_blocks(fmt: str, parts: list[Part]) -> list[JSON]:
@@ -665,7 +700,7 @@ def _chat_canonical(message: Message) -> list[JSON]:
                 msg["tool_calls"] = [
                     {"id": p.get("toolCallId"), "type": "function",
                      "function": {"name": _tool_name(p), "arguments": _arguments(p)}}
-                    for p in tools if p.get("input") is not None or p.get("type") != "dynamic-tool"
+                    for p in tools if _has_call(p)
                 ]
                 if not msg["tool_calls"]:
                     del msg["tool_calls"]
@@ -722,22 +757,14 @@ def _responses_block(fmt: str, group: _Group, block: Any) -> JSON:
             if isinstance(url, str):
                 i = group.add(_file_from_url(url, filename=name))
                 return {**block, "file_url": _hole("url", i)}
-    i = group.add(_raw_part(fmt, block))
-    return _hole("raw", i)
-
-
-def _responses_content(fmt: str, group: _Group, content: Any) -> JSON:
-    if isinstance(content, str):
-        return _hole("text", group.add(_text_part(content)))
-    if isinstance(content, list):
-        return [_responses_block(fmt, group, b) for b in content]
-    return content
+    return _keep_raw(fmt, group, block)
 
 
 def _responses_message(fmt: str, group: _Group, item: dict[str, Any]) -> JSON:
     if "content" not in item:
         return item
-    return {**item, "content": _responses_content(fmt, group, item["content"])}
+    block = functools.partial(_responses_block, fmt, group)
+    return {**item, "content": _content_layout(group, item["content"], block)}
 
 
 def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -768,23 +795,15 @@ def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
             group = b.model(new_message=False)
             group.source.append(_responses_call(fmt, group, item))
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            call_id = item.get("call_id")
-            index = b.call_index(call_id)
             group = b.results()
-            if index is not None:
-                _pair_result(group.parts[index], item.get("output"))
-            else:
-                index = group.add(_orphan_result(item.get("name"), call_id, item.get("output")))
-            layout = {**item, "call_id": _hole("call_id", index)}
-            if "output" in item:
-                layout["output"] = _hole("output", index)
-            group.source.append(layout)
+            group.source.append(_result_layout(b, group, item, id_key="call_id",
+                                               output_key="output", name=item.get("name")))
         elif kind == "compaction":
             group = b.standalone("assistant")
-            group.source.append(_hole("raw", group.add(_raw_part(fmt, item))))
+            group.source.append(_keep_raw(fmt, group, item))
         else:
             group = b.model(new_message=False)
-            group.source.append(_hole("raw", group.add(_raw_part(fmt, item))))
+            group.source.append(_keep_raw(fmt, group, item))
     return b.messages()
 
 
@@ -814,7 +833,7 @@ def _responses_call(fmt: str, group: _Group, item: dict[str, Any]) -> JSON:
             i = group.add(_tool_part(name, call_id, item["input"]))
             return {**item, "call_id": _hole("call_id", i), "name": _hole("tool_name", i),
                     "input": _hole("input", i)}
-    return _hole("raw", group.add(_raw_part(fmt, item)))
+    return _keep_raw(fmt, group, item)
 
 
 def _responses_canonical(message: Message) -> list[JSON]:
@@ -869,7 +888,7 @@ def _responses_canonical(message: Message) -> list[JSON]:
         kind = part.get("type")
         if _is_tool(part):
             flush_text()
-            if part.get("input") is not None or kind != "dynamic-tool":
+            if _has_call(part):
                 out.append({"type": "function_call", "call_id": part.get("toolCallId"),
                             "name": _tool_name(part), "arguments": _arguments(part)})
             pending.append(part)
@@ -932,30 +951,15 @@ def _anthropic_block(fmt: str, group: _Group, block: Any, b: _Builder | None = N
             return {**block, "id": _hole("call_id", i), "name": _hole("tool_name", i),
                     "input": _hole("input", i)}
         if kind == "tool_result" and b is not None:
-            call_id = block.get("tool_use_id")
-            error = block.get("is_error") is True
-            content = block.get("content")
-            index = b.call_index(call_id)
-            if index is not None:
-                _pair_result(group.parts[index], content, error=error)
-            else:
-                index = group.add(_orphan_result(None, call_id, content, error=error))
-            layout = {**block, "tool_use_id": _hole("call_id", index)}
-            if "content" in block:
-                layout["content"] = (
-                    _hole("error", index, json=not isinstance(content, str)) if error
-                    else _hole("output", index)
-                )
-            return layout
-    return _hole("raw", group.add(_raw_part(fmt, block)))
+            return _result_layout(b, group, block, id_key="tool_use_id", output_key="content",
+                                  error=block.get("is_error") is True)
+    return _keep_raw(fmt, group, block)
 
 
 def _anthropic_content(fmt: str, group: _Group, content: Any, b: _Builder | None = None) -> JSON:
-    if isinstance(content, str):
-        return _hole("text", group.add(_text_part(content)))
-    if isinstance(content, list):
-        return [_anthropic_block(fmt, group, blk, b) for blk in content]
-    return content
+    """The layout of a message's (or the ``system`` parameter's) content; ``b`` pairs results."""
+    block = functools.partial(_anthropic_block, fmt, group, b=b)
+    return _content_layout(group, content, block)
 
 
 def from_anthropic(
@@ -1018,7 +1022,7 @@ def _anthropic_blocks(parts: list[Part], *, assistant: bool) -> list[JSON]:
             )
             blocks.append({"type": block_type, "source": source})
         elif _is_tool(part) and assistant:
-            if part.get("input") is not None or kind != "dynamic-tool":
+            if _has_call(part):
                 blocks.append({"type": "tool_use", "id": part.get("toolCallId"),
                                "name": _tool_name(part), "input": part.get("input")})
         elif kind in ("reasoning", RAW_PART_TYPE):
@@ -1133,7 +1137,7 @@ def _pydantic_user_item(fmt: str, group: _Group, item: Any) -> JSON:
             i = group.add(_file_from_url(item["url"], media_type=item.get("media_type"),
                                          default=_URL_KINDS[kind]))
             return {**item, "url": _hole("url", i)}
-    return _hole("raw", group.add(_raw_part(fmt, item)))
+    return _keep_raw(fmt, group, item)
 
 
 def from_pydantic_ai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -1186,23 +1190,9 @@ def _pydantic_request_part(
         if kind in ("tool-return", "retry-prompt") and (
             kind == "tool-return" or isinstance(part.get("tool_name"), str)
         ):
-            call_id = part.get("tool_call_id")
-            error = kind == "retry-prompt"
-            index = b.call_index(call_id)
-            if index is not None:
-                _pair_result(group.parts[index], content, error=error)
-            else:
-                index = group.add(
-                    _orphan_result(part.get("tool_name"), call_id, content, error=error)
-                )
-            layout = {**part, "tool_call_id": _hole("call_id", index)}
-            if "content" in part:
-                layout["content"] = (
-                    _hole("error", index, json=not isinstance(content, str)) if error
-                    else _hole("output", index)
-                )
-            return layout
-    return _hole("raw", group.add(_raw_part(fmt, part)))
+            return _result_layout(b, group, part, id_key="tool_call_id", output_key="content",
+                                  name=part.get("tool_name"), error=kind == "retry-prompt")
+    return _keep_raw(fmt, group, part)
 
 
 def _pydantic_response_part(fmt: str, group: _Group, part: Any) -> JSON:
@@ -1231,7 +1221,7 @@ def _pydantic_response_part(fmt: str, group: _Group, part: Any) -> JSON:
             layout["tool_name"] = _hole("tool_name", i)
             layout["tool_call_id"] = _hole("call_id", i)
             return layout
-    return _hole("raw", group.add(_raw_part(fmt, part)))
+    return _keep_raw(fmt, group, part)
 
 
 def _pydantic_canonical(message: Message) -> list[JSON]:
@@ -1288,7 +1278,7 @@ def _pydantic_canonical(message: Message) -> list[JSON]:
                     response.append(value)
             elif _is_tool(part):
                 name, call_id = _tool_name(part), part.get("toolCallId")
-                if part.get("input") is not None or kind != "dynamic-tool":
+                if _has_call(part):
                     meta = part.get("callProviderMetadata")
                     kept = isinstance(meta, dict) and isinstance(meta.get(_KEY), dict)
                     response.append({"part_kind": "tool-call", "tool_name": name,

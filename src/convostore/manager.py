@@ -200,12 +200,10 @@ class SessionManager:
 
     def _require(self, session_id: str) -> SessionInfo:
         """The registry row of ``session_id``; :class:`UnknownSession` when there is none."""
-        _check_str("session_id", session_id)
-        with self._store._backend.read() as ops:
-            row = ops.registry_get(session_id) if self._exists(ops) else None
-        if row is None:
+        info = self.get(session_id)
+        if info is None:
             raise UnknownSession(session_id)
-        return _info(row)
+        return info
 
     def _update(self, session_id: str, change: Callable[[Ops, int], bool]) -> None:
         """Run one registry update in the session's write scope; UnknownSession if no row."""
@@ -220,6 +218,7 @@ class SessionManager:
         return self._store.session(session_id)
 
     def _handle(self, session_id: str) -> Session:
+        """The session handle of a managed session (UnknownSession if unregistered); no write."""
         self._require(session_id)
         return self._store.session(session_id)
 
@@ -364,7 +363,9 @@ class SessionManager:
         :returns: the id of the last message (``parent_id`` when there were none).
         """
         if isinstance(messages, (str, bytes, Mapping)):
-            raise TypeError("append_all() takes an iterable of messages")
+            raise TypeError(
+                f"append_all() takes an iterable of messages, not a {type(messages).__name__}"
+            )
         _check_str("parent_id", parent_id, optional=True)
         session = self._touch(session_id)
         last = parent_id
@@ -451,7 +452,7 @@ class SessionManager:
 
         self._update(session_id, end)
         old = found[0]
-        new_name = name if name is not None else (old.name if old.name is not None else "Compacted")
+        new_name = name if name is not None else old.name
         info = self.create(
             new_name, parent_session_id=old.id, model=old.model, source=old.source
         )
@@ -568,7 +569,7 @@ class HistorySearchProvider:
 
     def __init__(self, manager: SessionManager, label: str) -> None:
         if not isinstance(label, str) or not label:
-            raise TypeError("label must be a non-empty string")
+            raise TypeError(f"label must be a non-empty string, not {label!r}")
         self._manager = manager
         self.label = label
         """The label of the block this provider is meant for."""

@@ -88,5 +88,6 @@ class _Binding:
         return await asyncio.to_thread(fn, *args)
 
     def close(self) -> None:
+        """Close the store if it was opened here (from a URL or path)."""
         if self.owned is not None:
             self.owned.close()

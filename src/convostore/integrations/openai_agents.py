@@ -185,17 +185,19 @@ class ConvostoreSession:
         return items
 
     def _add_items(self, items: list[TResponseInputItem]) -> None:
-        for item in items:
+        messages: list[Message] = []  # all converted before anything is written
+        for i, item in enumerate(items):
             if not isinstance(item, dict):
-                raise TypeError(f"an item must be a dict, not {type(item).__name__}")
+                raise TypeError(f"items[{i}] must be a dict, not {type(item).__name__}")
             (message,) = formats.from_openai_responses([cast("dict[str, Any]", item)])
+            messages.append(message)
+        for message in messages:
             if self._view is None:
                 self._handle.append_message(message)
             else:
                 parent = self._view if isinstance(self._view, str) else None
                 self._handle.append_message(message, parent_id=parent)
                 self._view = None  # the new message is the active leaf now
-        return None
 
     def _pop_item(self) -> TResponseInputItem | None:
         if self._view is _ROOT:
@@ -232,7 +234,7 @@ class ConvostoreSession:
         if isinstance(item, bool) or not isinstance(item, int):
             raise TypeError(f"branch_from() takes an index, an id or None, not {item!r}")
         if self._view is _ROOT:
-            raise IndexError("the history is empty")
+            raise IndexError(f"no item at index {item}: the history is empty")
         leaf = self._leaf_id()
         if item >= 0:
             found = next(itertools.islice(self._handle.history(leaf_id=leaf), item, None), None)
