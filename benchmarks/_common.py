@@ -4,11 +4,15 @@
   characters, assistant text of 200-3,000, tool results of 1-20 KB carried by ``tool-<name>``
   parts with JSON output. Words come from a Zipf-distributed vocabulary, so full-text search sees
   common and rare words as in real transcripts.
-- :func:`median_time`, :func:`timed` and :func:`peak_memory` measure; :class:`Report` prints the
-  tables and one PASS/FAIL line per target.
+- :func:`median_time`, :func:`interleaved`, :func:`append_rates`, :func:`timed` and
+  :func:`peak_memory` measure (:func:`gc_off` around timed sections, :func:`percentile` of the
+  samples); :class:`Report` prints the tables and one PASS/FAIL line per target.
 - :func:`bench_parser` and :func:`open_bench` give every script the same options
   (``--backend {sqlite,postgres}``, ``--url``) and a scratch database: a store opened through the
   public API plus a raw connection to the same database (:class:`RawDB`), for the baselines.
+  :func:`scratch_database` alone makes and removes the scratch file or schema, for a script that
+  opens its stores itself.
+- :func:`compact_json` is the message JSON the raw baselines store.
 - :func:`build_session` fills a session fast with ``import_message``.
 
 Run the scripts from the repository root (``python benchmarks/reads.py``); see README.md.
@@ -204,7 +208,35 @@ def progress(text: str) -> None:
     print(f"  .. {text}", file=sys.stderr, flush=True)
 
 
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON text (no spaces, UTF-8 kept): what a raw baseline stores."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 # --- measuring ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def gc_off() -> Iterator[None]:
+    """The garbage collector off inside the block (restored as it was), for timed sections."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def percentile(values: Sequence[float], percent: int) -> float:
+    """The nearest-rank ``percent`` percentile of ``values``: the smallest value that at least
+    ``percent`` % of them do not exceed (``percentile(v, 100)`` is the maximum)."""
+    if not values:
+        raise ValueError("percentile() of no values")
+    if not 0 < percent <= 100:
+        raise ValueError(f"percentile() takes a percent in (0, 100], not {percent}")
+    rank = -(-percent * len(values) // 100)  # ceil(percent / 100 * n), in integers
+    return sorted(values)[rank - 1]
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -219,16 +251,11 @@ def samples(fn: Callable[[], Any], *, repeat: int, warmup: int = 1) -> list[floa
     for _ in range(warmup):
         fn()
     out = []
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_off():
         for _ in range(repeat):
             started = time.perf_counter()
             fn()
             out.append(time.perf_counter() - started)
-    finally:
-        if enabled:
-            gc.enable()
     return out
 
 
@@ -249,18 +276,40 @@ def interleaved(
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_off():
         for _ in range(repeat):
             for name, fn in fns.items():
                 started = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - started)
-    finally:
-        if enabled:
-            gc.enable()
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def append_rates(
+    contenders: dict[str, tuple[Callable[[dict[str, Any]], Any], Sequence[dict[str, Any]]]],
+    *,
+    size: int,
+) -> dict[str, float]:
+    """Median appends/s of each contender ``(append, messages)``, in interleaved rounds.
+
+    Round ``r`` has every contender in turn append its messages ``[r * size : (r + 1) * size]``
+    one call each, timed as a whole; a contender's rate in the round is the messages appended
+    over those seconds. The garbage collector is left as it is (an append makes garbage).
+    """
+    if size < 1:
+        raise ValueError(f"append_rates() needs a round size of at least 1, not {size}")
+    longest = max((len(messages) for _append, messages in contenders.values()), default=0)
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    for start in range(0, longest, size):
+        for name, (append, messages) in contenders.items():
+            batch = messages[start : start + size]
+            if not batch:
+                continue
+            began = time.perf_counter()
+            for message in batch:
+                append(message)
+            rates[name].append(len(batch) / (time.perf_counter() - began))
+    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int]:
@@ -459,14 +508,31 @@ class Bench:
     """Open another store on the same database (a cold start: no handle caches)."""
 
 
-@contextmanager
-def open_bench(args: argparse.Namespace, *, name: str = "bench") -> Iterator[Bench]:
-    """Open a scratch database for one benchmark run (removed afterwards unless ``--keep``).
+@dataclass(frozen=True)
+class Scratch:
+    """Where a benchmark's scratch database lives: a SQLite file, or a schema on a server."""
 
-    SQLite: a new file (``--url`` or a temporary one) opened by the store, plus a second
-    :mod:`sqlite3` connection on the same file. PostgreSQL: a fresh schema on the server of
-    ``--url``, opened by the store with ``schema=``, plus a psycopg connection whose
-    ``search_path`` is that schema.
+    kind: str
+    """``sqlite`` or ``postgres``."""
+    target: str
+    """The SQLite file (not created yet), or the PostgreSQL server URL."""
+    schema: str | None = None
+    """PostgreSQL: the scratch schema, already created (open stores with ``schema=``)."""
+
+    @property
+    def where(self) -> str:
+        """The file path, or ``url (schema s)``, for the report."""
+        return self.target if self.schema is None else f"{self.target} (schema {self.schema})"
+
+
+@contextmanager
+def scratch_database(args: argparse.Namespace, *, name: str = "bench") -> Iterator[Scratch]:
+    """Make a scratch database for one run; remove it afterwards unless ``--keep``.
+
+    SQLite: a new file, ``--url`` (it must not exist; it is kept) or ``name.db`` in a new
+    temporary directory. PostgreSQL: a fresh schema ``cs_bench_<name>_<random>`` on the server of
+    ``--url`` (default ``$CONVOSTORE_TEST_POSTGRES_URL``), dropped afterwards. Close every store
+    on it before the block ends.
     """
     if args.backend == "sqlite":
         tmpdir = None
@@ -477,17 +543,9 @@ def open_bench(args: argparse.Namespace, *, name: str = "bench") -> Iterator[Ben
         else:
             tmpdir = tempfile.mkdtemp(prefix="convostore-bench-")
             path = os.path.join(tmpdir, f"{name}.db")
-        store = Sessions.open(path)
-        conn: Any = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        # The same durability as the store's connection, so raw writes are compared fairly.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA busy_timeout = 30000")
-        raw = RawDB("sqlite", conn, path)
         try:
-            yield Bench("sqlite", store, raw, path, lambda: Sessions.open(path))
+            yield Scratch("sqlite", path)
         finally:
-            raw.close()
-            store.close()
             if args.keep or tmpdir is None:
                 print(f"(database kept at {path})")
             else:
@@ -499,23 +557,44 @@ def open_bench(args: argparse.Namespace, *, name: str = "bench") -> Iterator[Ben
     import psycopg
 
     schema = f"cs_bench_{name}_{uuid.uuid4().hex[:8]}"
-    with ExitStack() as stack:
-        admin = stack.enter_context(psycopg.connect(url, autocommit=True))
+    with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
-
-        def drop() -> None:
+        try:
+            yield Scratch("postgres", url, schema)
+        finally:
             if args.keep:
                 print(f"(schema {schema} kept)")
             else:
                 admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
-        stack.callback(drop)
-        store = stack.enter_context(Sessions.open(url, schema=schema))
-        conn = psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}")
-        raw = RawDB("postgres", conn)
+
+@contextmanager
+def open_bench(args: argparse.Namespace, *, name: str = "bench") -> Iterator[Bench]:
+    """Open a scratch database for one benchmark run (removed afterwards unless ``--keep``).
+
+    SQLite: a new file (``--url`` or a temporary one) opened by the store, plus a second
+    :mod:`sqlite3` connection on the same file. PostgreSQL: a fresh schema on the server of
+    ``--url``, opened by the store with ``schema=``, plus a psycopg connection whose
+    ``search_path`` is that schema. See :func:`scratch_database`.
+    """
+    with scratch_database(args, name=name) as scratch, ExitStack() as stack:
+        target, schema = scratch.target, scratch.schema
+        if scratch.kind == "sqlite":
+            store = stack.enter_context(Sessions.open(target))
+            conn: Any = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+            # The same durability as the store's connection, so raw writes are compared fairly.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA busy_timeout = 30000")
+            raw = RawDB("sqlite", conn, target)
+        else:
+            import psycopg
+
+            store = stack.enter_context(Sessions.open(target, schema=schema))
+            conn = psycopg.connect(target, autocommit=True, options=f"-c search_path={schema}")
+            raw = RawDB("postgres", conn)
         stack.callback(raw.close)
-        yield Bench("postgres", store, raw, f"{url} (schema {schema})",
-                    lambda: Sessions.open(url, schema=schema))
+        yield Bench(scratch.kind, store, raw, scratch.where,
+                    lambda: Sessions.open(target, schema=schema))
 
 
 def machine_line() -> str:

@@ -18,20 +18,26 @@ Target: the longest gap between loop ticks under 50 ms, in every run.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from _common import MessageGen, Report, bench_parser, fmt_s, machine_line, progress
+from _common import (
+    MessageGen,
+    Report,
+    bench_parser,
+    fmt_s,
+    machine_line,
+    percentile,
+    progress,
+    scratch_database,
+)
 
 from convostore import AsyncSessions, Sessions
 
@@ -50,52 +56,30 @@ class RunResult:
 
     @property
     def rate(self) -> float:
+        """Appends per second over the run."""
         return self.appends / self.seconds
 
 
 @asynccontextmanager
-async def scratch(args: Any) -> AsyncIterator[tuple[AsyncSessions, Sessions, str]]:
+async def scratch(
+    args: argparse.Namespace,
+) -> AsyncIterator[tuple[AsyncSessions, Sessions, str]]:
     """The async store under test and a sync store on the same database (the baseline)."""
-    if args.backend == "sqlite":
-        tmpdir = None
-        if args.url:
-            path = args.url
-            if os.path.exists(path):
-                raise SystemExit(f"{path} exists; give a new file (benchmarks build their data)")
+    with scratch_database(args, name="async") as db:
+        if db.kind == "sqlite":
+            store = await AsyncSessions.open(db.target)
+            sync = Sessions.open(db.target)
+            where = db.where
         else:
-            tmpdir = tempfile.mkdtemp(prefix="convostore-bench-")
-            path = os.path.join(tmpdir, "async.db")
-        store = await AsyncSessions.open(path)
-        sync = Sessions.open(path)
+            store = await AsyncSessions.open(db.target, schema=db.schema,
+                                             pool_size=args.pool_size)
+            sync = Sessions.open(db.target, schema=db.schema, pool_size=2)
+            where = f"{db.target} (schema {db.schema}, pool_size {args.pool_size})"
         try:
-            yield store, sync, path
+            yield store, sync, where
         finally:
             sync.close()
             await store.close()
-            if args.keep or tmpdir is None:
-                print(f"(database kept at {path})")
-            else:
-                shutil.rmtree(tmpdir, ignore_errors=True)
-        return
-    url = args.url or os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
-    if not url:
-        raise SystemExit("--backend postgres needs --url or $CONVOSTORE_TEST_POSTGRES_URL")
-    import psycopg
-
-    schema = f"cs_bench_async_{uuid.uuid4().hex[:8]}"
-    admin = psycopg.connect(url, autocommit=True)
-    store = await AsyncSessions.open(url, schema=schema, pool_size=args.pool_size)
-    sync = Sessions.open(url, schema=schema, pool_size=2)
-    try:
-        yield store, sync, f"{url} (schema {schema}, pool_size {args.pool_size})"
-    finally:
-        sync.close()
-        await store.close()
-        if args.keep:
-            print(f"(schema {schema} kept)")
-        else:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        admin.close()
 
 
 async def concurrent_run(
@@ -145,10 +129,11 @@ def sync_run(sync: Sessions, batches: list[list[dict[str, Any]]], prefix: str) -
 
 
 def make_batches(gen: MessageGen, tasks: int, per_task: int, salt: int) -> list[list[Any]]:
+    """One conversation of ``per_task`` messages per task, different for each task and salt."""
     return [list(gen.conversation(per_task, salt=salt * 10_000 + k)) for k in range(tasks)]
 
 
-async def main(args: Any) -> int:
+async def main(args: argparse.Namespace) -> int:
     report = Report("async_tasks: concurrent asyncio appends through one AsyncSessions store")
     gen = MessageGen(args.seed)
     async with scratch(args) as (store, sync, where):
@@ -172,13 +157,12 @@ async def main(args: Any) -> int:
         appends = results[0].appends
         rows = []
         for i, (r, b) in enumerate(zip(results, baseline, strict=True)):
-            lat = sorted(r.latencies)
             rows.append(
                 [
                     f"run {i + 1}",
                     f"{r.rate:,.0f}",
-                    fmt_s(statistics.median(lat)),
-                    fmt_s(lat[int(len(lat) * 0.99) - 1]),
+                    fmt_s(statistics.median(r.latencies)),
+                    fmt_s(percentile(r.latencies, 99)),
                     fmt_s(r.longest_gap),
                     f"{r.ticks:,}",
                     f"{appends / b:,.0f}",

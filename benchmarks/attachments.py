@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import random
-import statistics
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -39,7 +36,9 @@ from _common import (
     KiB,
     MessageGen,
     Report,
+    append_rates,
     bench_parser,
+    compact_json,
     fmt_bytes,
     fmt_s,
     machine_line,
@@ -86,7 +85,7 @@ def raw_append(bench: Bench, message: dict[str, Any]) -> None:
             blobs.append((digest, data))
             part = {**part, "url": "attachment:sha256:" + digest}
         parts.append(part)
-    text = json.dumps({**message, "parts": parts}, separators=(",", ":"), ensure_ascii=False)
+    text = compact_json({**message, "parts": parts})
     if raw.kind == "sqlite":
         raw.conn.execute("BEGIN IMMEDIATE")
         for digest, data in blobs:
@@ -102,11 +101,15 @@ def raw_append(bench: Bench, message: dict[str, Any]) -> None:
                              (message["id"], text))
 
 
+def content_length(bench: Bench) -> str:
+    """SQL for the UTF-8 length in bytes of a row's ``content`` column, on the bench's engine."""
+    return "length(CAST(content AS BLOB))" if bench.kind == "sqlite" else "octet_length(content)"
+
+
 def row_sizes(bench: Bench, sid: str) -> tuple[int, float, int]:
     """(largest, mean) UTF-8 length of the ``content`` column of a session's message rows, and
     its continuation rows."""
-    length = ("length(CAST(content AS BLOB))" if bench.kind == "sqlite"
-              else "octet_length(content)")
+    length = content_length(bench)
     largest, mean = bench.raw.rows(
         f"SELECT max({length}), avg({length}) FROM convostore_messages WHERE session_id = ?",
         (sid,))[0]
@@ -152,23 +155,16 @@ def main(argv: list[str] | None = None) -> int:
         raw_plain = [{**m, "id": "raw-plain-" + m["id"]} for m in plain]
 
         # Rounds interleave the contenders so machine noise spreads over all of them.
-        contenders: dict[str, tuple[Callable[[dict[str, Any]], Any], list[dict[str, Any]]]] = {
+        contenders: dict[str, tuple[Callable[[dict[str, Any]], Any], Sequence[dict[str, Any]]]] = {
             "api, distinct images": (distinct.store.session(SID).append_message, messages),
             "api, same image": (same.store.session(SID).append_message, shared),
             "api, no image": (text.store.session(SID).append_message, plain),
             "raw SQL, distinct images": (lambda m: raw_append(text, m), raw_image),
             "raw SQL, no image": (lambda m: raw_append(text, m), raw_plain),
         }
-        rates: dict[str, list[float]] = {name: [] for name in contenders}
         progress(f"appending {n} messages per case, rounds of {args.round}")
-        for start in range(0, n, args.round):
-            for name, (append, batch) in contenders.items():
-                chunk = batch[start : start + args.round]
-                began = time.perf_counter()
-                for message in chunk:
-                    append(message)
-                rates[name].append(len(chunk) / (time.perf_counter() - began))
-        rate = {name: statistics.median(values) for name, values in rates.items()}
+        rate = append_rates(contenders, size=args.round)
+        rounds = len(range(0, n, args.round))
 
         for bench, original in ((distinct, messages[n // 2]), (same, shared[-1])):
             back = bench.store.session(SID).get_message(original["id"])
@@ -181,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = distinct.store.storage_stats()
         largest, mean, chunk_rows = row_sizes(distinct, SID)
         row_text = int(distinct.raw.value(
-            "SELECT sum(" + ("length(CAST(content AS BLOB))" if distinct.kind == "sqlite"
-                             else "octet_length(content)")
-            + ") FROM convostore_messages"))
+            f"SELECT sum({content_length(distinct)}) FROM convostore_messages"))
         stored = stats.attachment_bytes + row_text
         report.table(
             f"{n} messages, each with a distinct {args.image_kb} KiB image "
@@ -224,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             versus = f"{rate[name] / rate[base[name]]:.2f}x" if name in base else ""
             rows.append([name, f"{rate[name]:,.0f}", fmt_s(1 / rate[name]), versus])
         report.table(
-            f"append throughput (median of {len(rates['api, no image'])} rounds of {args.round})",
+            f"append throughput (median of {rounds} rounds of {args.round})",
             ["append", "appends/s", "per append", "vs raw SQL (speed)"],
             rows,
         )

@@ -86,20 +86,15 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import MessageGen, fmt_bytes, progress  # noqa: E402
+from _common import MessageGen, MiB, compact_json, fmt_bytes, gc_off, progress  # noqa: E402
 
 from convostore import Sessions  # noqa: E402
 
-MiB = 1024 * 1024
 CHUNK = 1_000
 
 # LangChain's community package warns on import that it is being sunset; the figures don't care.
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", message=".*sunset.*")
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _responses_item(m: dict[str, Any]) -> dict[str, Any]:
@@ -144,9 +139,11 @@ class Store:
         return str(record["id"])
 
     async def append(self, record: Any) -> None:
+        """Append one record, one call of the store's API (the way an agent appends)."""
         raise NotImplementedError
 
     async def bulk(self, records: list[Any]) -> None:
+        """Append ``records`` through the store's bulk path (to build a big session)."""
         raise NotImplementedError
 
     async def newest(self, n: int) -> list[Any]:
@@ -162,7 +159,7 @@ class Store:
         raise NotImplementedError
 
     def close(self) -> None:
-        pass
+        """Release the store's connections."""
 
 
 class RawStore(Store):
@@ -184,12 +181,12 @@ class RawStore(Store):
 
     async def append(self, record: Any) -> None:
         self.conn.execute("INSERT INTO messages (session_id, content) VALUES (?, ?)",
-                          (self.session_id, _compact(record)))
+                          (self.session_id, compact_json(record)))
         self.conn.commit()
 
     async def bulk(self, records: list[Any]) -> None:
         self.conn.executemany("INSERT INTO messages (session_id, content) VALUES (?, ?)",
-                              [(self.session_id, _compact(r)) for r in records])
+                              [(self.session_id, compact_json(r)) for r in records])
         self.conn.commit()
 
     async def newest(self, n: int) -> list[Any]:
@@ -372,19 +369,8 @@ READ_KINDS = ["raw", "convostore", "sdk", "sdk-convostore", "langchain"]
 # --- measuring ---------------------------------------------------------------------------------
 
 
-class GcOff:
-    """Garbage collector off inside the block (timed sections, for every store alike)."""
-
-    def __enter__(self) -> None:
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was:
-            gc.enable()
-
-
 def _db(workdir: str, kind: str, what: str) -> str:
+    """The SQLite file of store ``kind`` for workload ``what``."""
     return os.path.join(workdir, f"{kind}-{what}.db")
 
 
@@ -409,7 +395,7 @@ async def workload_append(workdir: str, kinds: Sequence[str], gen: MessageGen, r
             batch = [gen.message(k, salt=500 + r) for k in range(n)]
             for kind, store in stores.items():
                 records = [store.convert(m) for m in batch]
-                with GcOff():
+                with gc_off():
                     started = time.perf_counter()
                     for record in records:
                         await store.append(record)
@@ -511,7 +497,7 @@ async def build(stores: dict[str, Store], gen: MessageGen, total: int) -> dict[s
                                                 max(total - first - CHUNK, 0) - 1, -1)]
         for kind, store in stores.items():
             records = [store.convert(m) for m in batch]
-            with GcOff():
+            with gc_off():
                 t = time.perf_counter()
                 await store.bulk(records)
                 spent[kind] += time.perf_counter() - t
@@ -530,7 +516,7 @@ async def workload_newest(stores: dict[str, Store], expected: dict[str, Any],
         if len(got) != 20 or store.key(got[-1]) != store.key(expected[kind]):
             raise SystemExit(f"{kind}: the newest 20 are not the newest 20 messages")
     times: dict[str, list[float]] = {k: [] for k in stores}
-    with GcOff():
+    with gc_off():
         for _ in range(rounds):
             for kind, store in stores.items():
                 t = time.perf_counter()
@@ -546,7 +532,7 @@ async def workload_full(stores: dict[str, Store], total: int,
     for r in range(repeat):
         for kind, store in stores.items():
             gc.collect()
-            with GcOff():
+            with gc_off():
                 t = time.perf_counter()
                 count = await store.full_read()
                 times[kind].append(time.perf_counter() - t)
@@ -567,7 +553,7 @@ async def _peak(fn: Callable[[], Any]) -> int:
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        with GcOff():
+        with gc_off():
             await fn()
         return tracemalloc.get_traced_memory()[1] - base
     finally:
@@ -688,7 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             async def listed() -> int:
                 return len(conv.session.get_history())
 
-            with GcOff():
+            with gc_off():
                 t = time.perf_counter()
                 asyncio.run(listed())
                 listed_s = time.perf_counter() - t
@@ -702,7 +688,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    mean = statistics.mean(len(_compact(gen.message(k))) for k in range(300))
+    mean = statistics.mean(len(compact_json(gen.message(k))) for k in range(300))
     columns = write_kinds
     raw = "raw"
     rows: list[tuple[str, dict[str, str]]] = [

@@ -22,29 +22,33 @@ into a plain table (plus that second full-text table once it exists).
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 from _common import (
     Bench,
     MessageGen,
     Report,
+    append_rates,
     bench_parser,
     build_session,
+    compact_json,
     fmt_s,
     machine_line,
     open_bench,
+    percentile,
     progress,
     timed,
 )
 
 _WORD = re.compile(r"[a-z]+")
+APPEND_SID = "appends"
+APPEND_SALT = 1_000
 
 
 def pg_config() -> str:
@@ -54,8 +58,6 @@ def pg_config() -> str:
     except ImportError:
         return "english"
     return str(TS_CONFIG)
-APPEND_SID = "appends"
-APPEND_SALT = 1_000
 
 
 def text_of(message: dict[str, Any]) -> str:
@@ -173,9 +175,10 @@ class RawAppender:
             "seq BIGINT, content TEXT)")
 
     def append(self, message: dict[str, Any]) -> None:
+        """Append ``message`` (its id prefixed with ``raw-``) in one transaction."""
         raw = self.bench.raw
         self.seq += 1
-        content = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        content = compact_json(message)
         text = text_of(message) if self.indexed else ""
         if self.bench.kind == "sqlite":
             raw.conn.execute("BEGIN IMMEDIATE")
@@ -196,25 +199,6 @@ class RawAppender:
                         "INSERT INTO bench_raw_fts VALUES (%s, %s, %s, "
                         f"to_tsvector('{pg_config()}', %s))",
                         ("raw", "raw-" + message["id"], text, text))
-
-
-def append_rounds(
-    contenders: dict[str, Callable[[dict[str, Any]], Any]],
-    messages: Iterator[dict[str, Any]],
-    *,
-    rounds: int,
-    size: int,
-) -> dict[str, float]:
-    """Median appends/s of each contender over ``rounds`` interleaved rounds of ``size``."""
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        batch = [next(messages) for _ in range(size)]
-        for name, append in contenders.items():
-            began = time.perf_counter()
-            for message in batch:
-                append(message)
-            rates[name].append(size / (time.perf_counter() - began))
-    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,9 +239,15 @@ def main(argv: list[str] | None = None) -> int:
         appender = RawAppender(bench)
         fresh = (gen.message(k, APPEND_SALT) for k in range(10**9))
         api_append = store.session(APPEND_SID).append_message
+
+        def append_phase() -> dict[str, float]:
+            """Appends/s of the API and the raw baseline, on the next unused messages."""
+            batch = list(islice(fresh, args.rounds * args.round))
+            return append_rates({"api": (api_append, batch), "raw": (appender.append, batch)},
+                                size=args.round)
+
         progress("appends without an index")
-        before = append_rounds({"api": api_append, "raw": appender.append}, fresh,
-                               rounds=args.rounds, size=args.round)
+        before = append_phase()
 
         queries = Queries(gen, per_session, args.seed)
         first_query = queries.phrase(0)
@@ -284,8 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                   "only their first row\n")
 
         progress("appends with the index")
-        after = append_rounds({"api": api_append, "raw": appender.append}, fresh,
-                              rounds=args.rounds, size=args.round)
+        after = append_phase()
         report.table(
             f"append throughput, median of {args.rounds} rounds of {args.round} "
             f"(session {APPEND_SID!r} in the {total:,}-message store)",
@@ -329,11 +318,9 @@ def main(argv: list[str] | None = None) -> int:
                 hits.append(len(got))
                 if [(r.session_id, r.id) for r in got] != [(w[0], w[1]) for w in want]:
                     mismatched += 1
-            api_t.sort()
-            raw_t.sort()
             rows.append([
-                name, fmt_s(statistics.median(api_t)), fmt_s(api_t[int(len(api_t) * 0.9)]),
-                fmt_s(statistics.median(raw_t)), fmt_s(raw_t[int(len(raw_t) * 0.9)]),
+                name, fmt_s(statistics.median(api_t)), fmt_s(percentile(api_t, 90)),
+                fmt_s(statistics.median(raw_t)), fmt_s(percentile(raw_t, 90)),
                 f"{statistics.median(api_t) / statistics.median(raw_t):.2f}x",
                 f"{statistics.median(hits):.0f}", f"{sum(h == 0 for h in hits)}",
             ])
