@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _context_helpers import SOUL, Memory, Skills, Static, WritableSkills, record_compactions
 from _helpers import text
 
 from convostore import Session, Sessions
@@ -26,46 +27,6 @@ from convostore.context import (
     render_system_prompt,
 )
 from convostore.tokens import estimate_string_tokens
-
-SOUL = "You are a helpful assistant."
-
-
-class Static:
-    """A read-only provider."""
-
-    def __init__(self, content: str | None) -> None:
-        self.content = content
-
-    def get(self) -> str | None:
-        return self.content
-
-
-class Memory:
-    """A writable provider kept in a Python attribute."""
-
-    def __init__(self, content: str | None = None) -> None:
-        self.content = content
-        self.writes: list[str] = []
-
-    def get(self) -> str | None:
-        return self.content
-
-    def set(self, content: str) -> None:
-        self.content = content
-        self.writes.append(content)
-
-
-class Skills:
-    """A skill provider kept in a dict."""
-
-    def __init__(self, docs: dict[str, str] | None = None) -> None:
-        self.docs = dict(docs or {})
-
-    def get(self) -> str | None:
-        return "\n".join(f"- {k}" for k in self.docs) or None
-
-    def load(self, key: str) -> str | None:
-        return self.docs.get(key)
 
 
 def block(label: str, content: str, **kw: Any) -> ContextBlock:
@@ -112,9 +73,9 @@ def test_skips_empty_readonly_blocks_and_rounds_usage_half_up() -> None:
 
 
 def test_block_config_checks_its_fields() -> None:
-    with pytest.raises(TypeError, match="label"):
+    with pytest.raises(TypeError, match="label must be a non-empty string, not ''"):
         ContextBlockConfig("")
-    with pytest.raises(TypeError, match="max_tokens"):
+    with pytest.raises(TypeError, match="max_tokens of block 'memory' must be an int, not str"):
         ContextBlockConfig("memory", max_tokens="10")  # type: ignore[arg-type]
 
 
@@ -308,10 +269,8 @@ def test_freeze_distinguishes_none_from_the_empty_string(store: Sessions) -> Non
     assert cache.content is not None and SOUL in cache.content
 
 
-def test_the_frozen_prompt_survives_a_restart(open_store: Callable[..., Sessions],
-                                              backend_spec: Any) -> None:
-    if backend_spec.name == "sqlite-memory":
-        pytest.skip("a :memory: database does not outlive its store")
+@pytest.mark.requires("reopen")
+def test_the_frozen_prompt_survives_a_restart(open_store: Callable[..., Sessions]) -> None:
     first = open_store()
     memory = Memory("before")
     frozen = soul_and_memory(first.session("s"), memory).with_cached_prompt()
@@ -363,10 +322,6 @@ def test_get_replace_and_append(store: Sessions) -> None:
 
 
 def test_keyed_blocks_cannot_be_written_whole(store: Sessions) -> None:
-    class WritableSkills(Skills):
-        def set(self, key: str, content: str, description: str | None = None) -> None:
-            self.docs[key] = content
-
     context = Context(store.session()).with_context("skills", provider=WritableSkills())
     with pytest.raises(ContextError) as info:
         context.replace_context_block("skills", "x")
@@ -397,18 +352,16 @@ def test_add_and_remove_context_at_run_time(store: Sessions) -> None:
 # --- auto-compaction counts the system prompt (§6.4 v0.17) ------------------------------------
 
 
-def big_block(session: Session, words: int = 400) -> tuple[Context, str]:
-    content = " ".join(["fact"] * words)
-    return Context(session).with_context("memory", provider=Memory(content)), content
+def big_block(session: Session) -> Context:
+    """A context whose one block is 400 words (about 520 tokens of prompt)."""
+    return Context(session).with_context("memory", provider=Memory(" ".join(["fact"] * 400)))
 
 
 def test_token_estimate_adds_the_prompt(store: Sessions) -> None:
     session = store.session()
     session.append_message(text("m1", "hello there"))
-    context, _content = big_block(session)
-    prompt = Context(session).with_context(
-        "memory", provider=Memory(" ".join(["fact"] * 400))
-    ).freeze_system_prompt()
+    context = big_block(session)
+    prompt = big_block(session).freeze_system_prompt()  # another context: this one stays unfrozen
     assert context.token_estimate() == session.get_token_estimate() + estimate_string_tokens(prompt)
 
 
@@ -436,44 +389,19 @@ def test_token_estimate_uses_the_cached_prompt_after_a_restart(store: Sessions) 
     assert later.token_estimate() == estimate_string_tokens(prompt)
 
 
-needs_hook = pytest.mark.skipif(
-    "extra_tokens" not in inspect.signature(Session.compact_after).parameters,
-    reason="Session.compact_after() has no extra_tokens= hook yet (see issue 10 report)",
-)
-
-
-def summary_of(messages: list[dict[str, Any]]) -> dict[str, str]:
-    return {"from_message_id": messages[0]["id"], "to_message_id": messages[-1]["id"],
-            "summary": "summary"}
-
-
-@needs_hook
 def test_a_large_block_alone_triggers_auto_compaction(store: Sessions) -> None:
     session = store.session()
-    calls: list[int] = []
-
-    def compact(messages: list[dict[str, Any]]) -> dict[str, str]:
-        calls.append(len(messages))
-        return summary_of(messages)
-
-    session.on_compaction(compact)
-    context, _content = big_block(session, words=400)  # about 520 tokens of prompt
+    calls = record_compactions(session)
+    context = big_block(session)
     context.compact_after(300)
     session.append_message(text("m1", "short"))
     assert calls == [1]
     assert StoreContextProvider(store, "_system_prompt").get() is None
 
 
-@needs_hook
 def test_auto_compaction_without_the_prompt_stays_below(store: Sessions) -> None:
     session = store.session()
-    calls: list[int] = []
-
-    def compact(messages: list[dict[str, Any]]) -> dict[str, str]:
-        calls.append(len(messages))
-        return summary_of(messages)
-
-    session.on_compaction(compact)
+    calls = record_compactions(session)
     context = Context(session).with_context("soul", provider=Static(SOUL))
     context.compact_after(300)
     session.append_message(text("m1", "short"))
@@ -483,16 +411,9 @@ def test_auto_compaction_without_the_prompt_stays_below(store: Sessions) -> None
     assert calls == []
 
 
-@needs_hook
 def test_auto_compaction_counts_the_frozen_snapshot(store: Sessions) -> None:
     session = store.session()
-    calls: list[int] = []
-
-    def compact(messages: list[dict[str, Any]]) -> dict[str, str]:
-        calls.append(len(messages))
-        return summary_of(messages)
-
-    session.on_compaction(compact)
+    calls = record_compactions(session)
     memory = Memory("short")
     context = Context(session).with_context("memory", provider=memory)
     context.freeze_system_prompt()
@@ -506,8 +427,16 @@ def test_auto_compaction_counts_the_frozen_snapshot(store: Sessions) -> None:
 
 
 def test_context_needs_a_session_handle() -> None:
-    with pytest.raises(TypeError, match="session handle"):
+    with pytest.raises(TypeError, match=r"session handle \(store.session\(id\)\), not object"):
         Context(object())  # type: ignore[arg-type]
+
+
+def test_bad_callbacks_and_caches_are_named(store: Sessions) -> None:
+    with pytest.raises(TypeError, match="needs a callable, not str"):
+        Context(store.session()).on_skill_unload("print")  # type: ignore[arg-type]
+    context = Context(store.session(), prompt_cache=Static("no set()"))
+    with pytest.raises(TypeError, match=r"get\(\) and set\(\) methods; Static lacks one"):
+        context.freeze_system_prompt()
 
 
 def test_execute_accepts_json_text(store: Sessions) -> None:
@@ -515,16 +444,6 @@ def test_execute_accepts_json_text(store: Sessions) -> None:
     assert context.execute("set_context", json.dumps({"label": "memory", "content": "a"})) == (
         "Written to memory. Usage: 2 tokens"
     )
-
-
-@pytest.mark.skipif(
-    "extra_tokens" in inspect.signature(Session.compact_after).parameters,
-    reason="the hook exists",
-)
-def test_compact_after_explains_a_missing_hook(store: Sessions) -> None:
-    context = Context(store.session()).with_context("soul", provider=Static(SOUL))
-    with pytest.raises(TypeError, match="no extra_tokens= hook"):
-        context.compact_after(100)
 
 
 def test_the_public_names() -> None:

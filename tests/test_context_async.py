@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from _context_helpers import Skills, record_compactions
 
-from convostore import Session, Sessions
+from convostore import Sessions
 from convostore.aio import AsyncSessions
 from convostore.context import (
     SEPARATOR,
@@ -77,14 +78,18 @@ def test_async_context_end_to_end(backend_spec: Any, tmp_path: Path) -> None:
         async with AsyncSessions.open(backend_spec.url, **backend_spec.options) as store:
             session = store.session("chat")
             identity = AsyncMemory("You are terse.")
-            context = (
-                AsyncContext(session)
-                .with_context("soul", provider=identity)
-                .with_context("memory", description="Learned facts", max_tokens=100)
-                .with_context("skills", provider=skills)
-                .with_context("kb", provider=AsyncStoreSearchProvider(store))
-                .with_cached_prompt()
-            )
+
+            def build() -> AsyncContext:
+                return (
+                    AsyncContext(session)
+                    .with_context("soul", provider=identity)
+                    .with_context("memory", description="Learned facts", max_tokens=100)
+                    .with_context("skills", provider=skills)
+                    .with_context("kb", provider=AsyncStoreSearchProvider(store))
+                    .with_cached_prompt()
+                )
+
+            context = build()
             frozen = await context.freeze_system_prompt()
             assert identity.labels == ["soul"]
             assert frozen.startswith(f"{SEPARATOR}\nSOUL [writable]\n{SEPARATOR}\nYou are terse.")
@@ -112,14 +117,7 @@ def test_async_context_end_to_end(backend_spec: Any, tmp_path: Path) -> None:
             assert block.content == "likes tea\nand coffee"
 
             # A restart: a new context restores the loaded skill from the history.
-            again = (
-                AsyncContext(session)
-                .with_context("soul", provider=identity)
-                .with_context("memory", description="Learned facts", max_tokens=100)
-                .with_context("skills", provider=skills)
-                .with_context("kb", provider=AsyncStoreSearchProvider(store))
-                .with_cached_prompt()
-            )
+            again = build()
             assert await again.freeze_system_prompt() == frozen
             assert await again.get_loaded_skill_keys() == {"skills:pirate"}
             assert await again.unload_skill("skills", "pirate") is True
@@ -158,22 +156,25 @@ def test_sync_context_inside_an_event_loop_says_to_use_async(store: Sessions) ->
     assert StoreContextProvider(store, "memory").get() is None
 
 
-@pytest.mark.skipif(
-    "extra_tokens" not in inspect.signature(Session.compact_after).parameters,
-    reason="Session.compact_after() has no extra_tokens= hook yet (see issue 10 report)",
-)
+def test_sync_context_names_an_async_history_it_cannot_stream() -> None:
+    class AsyncHistorySession:
+        session_id = ""
+
+        async def history(self, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+            yield {"id": "a1", "role": "assistant", "parts": []}
+
+    context = Context(AsyncHistorySession()).with_context(  # type: ignore[arg-type]
+        "skills", provider=Skills({"pirate": "Arr!"})
+    )
+    with pytest.raises(TypeError, match=r"AsyncHistorySession\.history\(\) returned an async "):
+        context.get_loaded_skill_keys()
+
+
 def test_async_context_auto_compaction_counts_the_prompt(backend_spec: Any) -> None:
     async def main() -> list[int]:
         async with AsyncSessions.open(backend_spec.url, **backend_spec.options) as store:
             session = store.session()
-            calls: list[int] = []
-
-            def compact(messages: list[dict[str, Any]]) -> dict[str, str]:
-                calls.append(len(messages))
-                return {"from_message_id": messages[0]["id"],
-                        "to_message_id": messages[-1]["id"], "summary": "s"}
-
-            session.on_compaction(compact)
+            calls = record_compactions(session)
             context = AsyncContext(session).with_context(
                 "memory", provider=AsyncMemory(" ".join(["fact"] * 400))
             )

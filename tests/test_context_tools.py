@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _context_helpers import SOUL, Memory, Skills, Static, WritableSkills
 from _helpers import text
 
 from convostore import Session, Sessions
@@ -24,54 +25,6 @@ from convostore.context import (
     to_openai_tools,
 )
 from convostore.context._tools import short_hash, slugify
-
-SOUL = "You are a helpful assistant."
-
-
-class Static:
-    def __init__(self, content: str | None) -> None:
-        self.content = content
-
-    def get(self) -> str | None:
-        return self.content
-
-
-class Memory:
-    def __init__(self, content: str | None = None) -> None:
-        self.content = content
-
-    def get(self) -> str | None:
-        return self.content
-
-    def set(self, content: str) -> None:
-        self.content = content
-
-
-class Skills:
-    """A skill provider kept in a dict; ``set`` is optional (see WritableSkills)."""
-
-    def __init__(self, docs: dict[str, str] | None = None) -> None:
-        self.docs = dict(docs or {})
-        self.descriptions: dict[str, str] = {}
-        self.loads: list[str] = []
-
-    def get(self) -> str | None:
-        lines = [
-            f"- {k}: {self.descriptions[k]}" if k in self.descriptions else f"- {k}"
-            for k in self.docs
-        ]
-        return "\n".join(lines) or None
-
-    def load(self, key: str) -> str | None:
-        self.loads.append(key)
-        return self.docs.get(key)
-
-
-class WritableSkills(Skills):
-    def set(self, key: str, content: str, description: str | None = None) -> None:
-        self.docs[key] = content
-        if description:
-            self.descriptions[key] = description
 
 
 class ReadonlySearch:

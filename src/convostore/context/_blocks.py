@@ -53,13 +53,19 @@ class ContextBlockConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label:
-            raise TypeError("a context block label must be a non-empty string")
+            raise TypeError(f"a context block label must be a non-empty string, not {self.label!r}")
         if self.description is not None and not isinstance(self.description, str):
-            raise TypeError(f"description of block {self.label!r} must be a string")
+            raise TypeError(
+                f"description of block {self.label!r} must be a string, not "
+                f"{type(self.description).__name__}"
+            )
         if self.max_tokens is not None and (
             isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
         ):
-            raise TypeError(f"max_tokens of block {self.label!r} must be an int")
+            raise TypeError(
+                f"max_tokens of block {self.label!r} must be an int, not "
+                f"{type(self.max_tokens).__name__}"
+            )
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ class _ContextBase:
         The callback runs while the context is busy: it must not call the context.
         """
         if callback is not None and not callable(callback):
-            raise TypeError("on_skill_unload() needs a callable")
+            raise TypeError(f"on_skill_unload() needs a callable, not {type(callback).__name__}")
         self._core.on_unload = callback
         return self
 

@@ -233,7 +233,10 @@ class ContextCore:
     ) -> None:
         session_id = getattr(session, "session_id", None)
         if not isinstance(session_id, str):
-            raise TypeError("Context needs a convostore session handle (store.session(id))")
+            raise TypeError(
+                "Context needs a convostore session handle (store.session(id)), not "
+                f"{type(session).__name__}"
+            )
         self.session = session
         self.session_id: str = session_id
         self.store = store if store is not None else store_of(session)
@@ -283,8 +286,8 @@ class ContextCore:
     def _store_provider(self, key: str) -> Any:
         if self.store is None:
             raise TypeError(
-                "this session does not expose its store: pass store= or give every block a "
-                "provider"
+                f"key {key!r} needs the store, but this session does not expose it: pass "
+                "store=, or give every block (and the prompt cache) its own provider"
             )
         cls = AsyncStoreContextProvider if self.asynchronous else StoreContextProvider
         return cls(self.store, key)
@@ -306,17 +309,22 @@ class ContextCore:
             elif cache is not None and not (
                 callable(getattr(cache, "get", None)) and callable(getattr(cache, "set", None))
             ):
-                raise TypeError("a prompt cache needs get() and set() methods")
+                raise TypeError(
+                    f"a prompt cache needs get() and set() methods; {type(cache).__name__} "
+                    "lacks one"
+                )
             self._cache = None if cache is None or cache is False else cache
             self._cache_resolved = True
         return self._cache
 
     def views(self) -> list[ContextBlock]:
+        """The loaded blocks as the prompt and the tools see them, in prompt order."""
         # ``blocks`` is replaced, never changed in place, so the auto-compaction hook can read
         # it from a writer's thread while this context adds or removes a block.
         return [b.view() for b in list(self.blocks.values())]
 
     def render(self) -> str:
+        """The prompt rendered from the loaded blocks now (nothing kept or cached)."""
         return render_system_prompt(self.views())
 
     def prompt_tokens_now(self) -> int:
@@ -345,6 +353,7 @@ class ContextCore:
         block.tokens = self.count(content)
 
     def ensure_ready(self) -> Gen[None]:
+        """Load every block on first use, then restore the loaded skills once if needed."""
         if not self.ready:
             blocks = {label: self._block(c) for label, c in self.configs.items()}
             for block in blocks.values():
@@ -367,6 +376,7 @@ class ContextCore:
         self.restored = True
 
     def reload(self) -> Gen[None]:
+        """Re-run ``init`` and ``get`` on every block's provider (the first load if none yet)."""
         if not self.ready:
             yield from self.ensure_ready()
             return
@@ -414,6 +424,7 @@ class ContextCore:
         return (yield from self.freeze())
 
     def prompt_for_estimate(self) -> Gen[str]:
+        """The frozen prompt, else the cached one, else one rendered now and not kept."""
         if self.snapshot is not None:
             return self.snapshot
         stored = yield from self._read_cache()
@@ -432,15 +443,7 @@ class ContextCore:
             yield from self.ensure_ready()
             yield from self._read_cache()
         extra = self.prompt_tokens_now if threshold is not None else None
-        try:
-            yield Call(self.session.compact_after, (threshold,), {"extra_tokens": extra})
-        except TypeError as exc:
-            if "extra_tokens" not in str(exc):
-                raise
-            raise TypeError(
-                "this convostore Session.compact_after() has no extra_tokens= hook, so "
-                "auto-compaction cannot count the system prompt"
-            ) from exc
+        yield Call(self.session.compact_after, (threshold,), {"extra_tokens": extra})
 
     # --- blocks -----------------------------------------------------------------------------
 

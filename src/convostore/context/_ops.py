@@ -69,24 +69,34 @@ def _resolve(value: Any) -> Any:
     return asyncio.run(wrap(value))
 
 
-def _perform(op: Op) -> Any:
-    if isinstance(op, Call):
-        return _resolve(op.fn(*op.args, **op.kwargs))
-    iterator = _resolve(op.fn(**op.kwargs))
-    if hasattr(iterator, "__aiter__"):
-        raise TypeError("the sync Context cannot stream an async iterator; use AsyncContext")
+def _drain(iterator: Any, consume: Callable[[Any], bool]) -> None:
+    """Feed a sync iterator's items to ``consume`` until it returns True; then close it."""
     try:
         for item in iterator:
-            if op.consume(item):
+            if consume(item):
                 break
     finally:
         close = getattr(iterator, "close", None)
         if close is not None:
             close()
+
+
+def _perform(op: Op) -> Any:
+    """Sync face: perform one op and return what the generator is sent."""
+    if isinstance(op, Call):
+        return _resolve(op.fn(*op.args, **op.kwargs))
+    iterator = _resolve(op.fn(**op.kwargs))
+    if hasattr(iterator, "__aiter__"):
+        raise TypeError(
+            f"{getattr(op.fn, '__qualname__', op.fn)!s}() returned an async iterator, which the "
+            "sync Context cannot stream; use convostore.context.AsyncContext"
+        )
+    _drain(iterator, op.consume)
     return None
 
 
 async def _aperform(op: Op) -> Any:
+    """Async face: perform one op, awaiting what is awaitable, and return what is sent back."""
     if isinstance(op, Call):
         value = op.fn(*op.args, **op.kwargs)
         return await value if inspect.isawaitable(value) else value
@@ -103,14 +113,7 @@ async def _aperform(op: Op) -> Any:
             if aclose is not None:
                 await aclose()
         return None
-    try:
-        for item in iterator:
-            if op.consume(item):
-                break
-    finally:
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()
+    _drain(iterator, op.consume)
     return None
 
 

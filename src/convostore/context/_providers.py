@@ -32,7 +32,7 @@ import re
 import tempfile
 from collections.abc import Awaitable, Iterable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, Union, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, Union, runtime_checkable
 
 from ._ops import Call, Gen, arun, run
 
@@ -148,33 +148,50 @@ def _content_of(message: object) -> str | None:
     return None
 
 
-class _StoreContextBase:
-    """The behaviour of :class:`StoreContextProvider` and its async twin, as op generators."""
+class _StoreBacked:
+    """Shared by the store-backed providers: a name that defaults to the block's label.
 
-    def __init__(self, store: Any, key: str | None = None) -> None:
-        if key is not None and (not isinstance(key, str) or not key):
-            raise TypeError("key must be a non-empty string")
+    The data lives in the reserved session ``<prefix><name>``. A subclass sets ``_prefix`` and
+    ``_noun``, what its name is called (``key`` or ``label``).
+    """
+
+    _prefix: ClassVar[str]
+    _noun: ClassVar[str]
+
+    def __init__(self, store: Any, name: str | None) -> None:
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError(f"{self._noun} must be a non-empty string, not {name!r}")
         self._store = store
-        self._key = key
+        self._name = name
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} key={self._key!r}>"
+        return f"<{type(self).__name__} {self._noun}={self._name!r}>"
+
+    def init(self, label: str) -> None:
+        """Use the block's ``label`` as the name of the stored data, unless one was given."""
+        if self._name is None:
+            self._name = label
+
+    def _handle(self) -> Gen[Any]:
+        if self._name is None:
+            raise ValueError(f"{type(self).__name__} needs a {self._noun} (or an init(label) call)")
+        handle = yield Call(self._store.session, (self._prefix + self._name,))
+        return handle
+
+
+class _StoreContextBase(_StoreBacked):
+    """The behaviour of :class:`StoreContextProvider` and its async twin, as op generators."""
+
+    _prefix = CONTEXT_PREFIX
+    _noun = "key"
+
+    def __init__(self, store: Any, key: str | None = None) -> None:
+        super().__init__(store, key)
 
     @property
     def key(self) -> str | None:
         """The key naming the stored text (``None`` until given or set by :meth:`init`)."""
-        return self._key
-
-    def init(self, label: str) -> None:
-        """Use ``label`` as the key unless the constructor was given one."""
-        if self._key is None:
-            self._key = label
-
-    def _handle(self) -> Gen[Any]:
-        if self._key is None:
-            raise ValueError(f"{type(self).__name__} needs a key (or an init(label) call)")
-        handle = yield Call(self._store.session, (CONTEXT_PREFIX + self._key,))
-        return handle
+        return self._name
 
     def _get(self) -> Gen[str | None]:
         handle = yield from self._handle()
@@ -224,36 +241,22 @@ def _search_words(query: str) -> list[str]:
     return [w for w in query.split() if any(c.isalnum() for c in w)]
 
 
-class _StoreSearchBase:
+class _StoreSearchBase(_StoreBacked):
     """The behaviour of :class:`StoreSearchProvider` and its async twin, as op generators."""
 
-    def __init__(self, store: Any, label: str | None = None, *, limit: int = _SEARCH_LIMIT) -> None:
-        if label is not None and (not isinstance(label, str) or not label):
-            raise TypeError("label must be a non-empty string")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise TypeError("limit must be a positive int")
-        self._store = store
-        self._label = label
-        self._limit = limit
+    _prefix = SEARCH_PREFIX
+    _noun = "label"
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} label={self._label!r}>"
+    def __init__(self, store: Any, label: str | None = None, *, limit: int = _SEARCH_LIMIT) -> None:
+        super().__init__(store, label)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise TypeError(f"limit must be a positive int, not {limit!r}")
+        self._limit = limit
 
     @property
     def label(self) -> str | None:
         """The label the entries are kept under (``None`` until given or set by :meth:`init`)."""
-        return self._label
-
-    def init(self, label: str) -> None:
-        """Keep entries under ``label`` unless the constructor was given one."""
-        if self._label is None:
-            self._label = label
-
-    def _handle(self) -> Gen[Any]:
-        if self._label is None:
-            raise ValueError(f"{type(self).__name__} needs a label (or an init(label) call)")
-        handle = yield Call(self._store.session, (SEARCH_PREFIX + self._label,))
-        return handle
+        return self._name
 
     def _get(self) -> Gen[str | None]:
         handle = yield from self._handle()
@@ -264,7 +267,7 @@ class _StoreSearchBase:
 
     def _set(self, key: str, content: str) -> Gen[None]:
         if not isinstance(key, str) or not key:
-            raise TypeError("an entry key must be a non-empty string")
+            raise TypeError(f"an entry key must be a non-empty string, not {key!r}")
         if key.startswith("compaction_"):
             raise ValueError(f"entry key {key!r}: keys starting with 'compaction_' are reserved")
         if not isinstance(content, str):
@@ -474,7 +477,10 @@ class DirectorySkillProvider:
             raise TypeError(f"content must be a string, not {type(content).__name__}")
         file = self._file(key)
         if file is None:
-            raise ValueError(f"invalid skill key {key!r}")
+            raise ValueError(
+                f"invalid skill key {key!r}: a key is a relative path of non-empty segments "
+                "joined by '/', none of them '.' or '..', without '\\' or NUL"
+            )
         if description:
             one_line = " ".join(str(description).split())
             text = f"{_FRONT}\ndescription: {one_line}\n{_FRONT}\n{content}"
