@@ -96,7 +96,7 @@ class NewRow(NamedTuple):
     token_estimate: int
     created_at: int
     bytes: int
-    chained: bool = False
+    chained: bool
     """The parent is the row written just before this one (``seq - 1``): the usual append.
     Such rows stay out of the parent index; their child relation is found by ``seq``."""
 
