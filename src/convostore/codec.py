@@ -90,8 +90,12 @@ def dumps(value: Any) -> str:
 
     A lone surrogate is written as its ``\\uXXXX`` escape so the text is valid UTF-8 and reads
     back as the same string. Raises :class:`InvalidMessage` naming the first field JSON cannot
-    hold (NaN, infinity, bytes, sets, arbitrary objects, non-string keys, a container that holds
-    itself, nesting deeper than :data:`MAX_JSON_DEPTH`).
+    hold (NaN, infinity, bytes, sets, arbitrary objects, keys JSON has no text for such as
+    tuples, a container that holds itself, nesting deeper than :data:`MAX_JSON_DEPTH`).
+
+    As in :mod:`json`, an ``int``, ``float``, ``bool`` or ``None`` key is written as a string
+    (``{1: "a"}`` reads back as ``{"1": "a"}``) and a tuple as a list: telling them apart would
+    take a walk of every message on every append.
     """
     try:
         text = _ENCODER.encode(value)
