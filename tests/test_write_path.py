@@ -458,6 +458,11 @@ def test_strips_reserved_metadata_only_from_client_writes(
             InvalidMessage,
             "metadata.o",
         ),
+        (
+            {"id": "x", "role": "user", "parts": [], "metadata": {"k": {(1, 2): "pair"}}},
+            InvalidMessage,
+            "metadata.k",
+        ),
     ],
 )
 def test_bad_input_names_the_field_and_writes_nothing(
@@ -575,6 +580,18 @@ def test_round_trips_key_order_unicode_and_lone_surrogates(store: Sessions) -> N
     assert got is not None and list(got) == ["role", "id", "parts", "metadata"]
     assert list(got["parts"][0]) == ["text", "type"]
     assert list(got["metadata"]) == ["z", "a"]
+
+
+def test_what_json_coerces_is_stored_as_json_stores_it(store: Sessions) -> None:
+    """The documented exception to round-tripping: keys JSON writes as strings, tuples as lists."""
+    s = store.session()
+    s.append_message({"id": "c", "role": "user", "parts": [],
+                      "metadata": {2: "int", 1.5: "float", True: "bool", None: "none",
+                                   "t": (1, "two")}})
+    got = s.get_message("c")
+    assert got is not None
+    assert got["metadata"] == {"2": "int", "1.5": "float", "true": "bool", "null": "none",
+                               "t": [1, "two"]}
 
 
 def test_concurrent_threads_append_one_linear_chain(store: Sessions) -> None:
