@@ -4,7 +4,7 @@
   characters, assistant text of 200-3,000, tool results of 1-20 KB carried by ``tool-<name>``
   parts with JSON output. Words come from a Zipf-distributed vocabulary, so full-text search sees
   common and rare words as in real transcripts.
-- :func:`median_time`, :func:`interleaved`, :func:`append_rates`, :func:`timed` and
+- :func:`rounds`, :func:`interleaved`, :func:`append_rates`, :func:`timed` and
   :func:`peak_memory` measure (:func:`gc_off` around timed sections, :func:`percentile` of the
   samples); :class:`Report` prints the tables and one PASS/FAIL line per target.
 - :func:`bench_parser` and :func:`open_bench` give every script the same options
@@ -34,7 +34,7 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,42 +246,45 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - started
 
 
-def samples(fn: Callable[[], Any], *, repeat: int, warmup: int = 1) -> list[float]:
-    """Seconds of ``repeat`` calls of ``fn`` after ``warmup`` unmeasured ones (GC off)."""
+def rounds(
+    fns: dict[str, Callable[[], Any]],
+    *,
+    repeat: int,
+    warmup: int = 1,
+    order_seed: int | None = None,
+    collect: bool = False,
+) -> dict[str, list[float]]:
+    """Seconds of each call of each function, in ``repeat`` rounds after ``warmup`` untimed ones.
+
+    Every round calls every function once: in the given order, or, with ``order_seed``, in an
+    order shuffled every round (so neither a disturbance of the machine nor the function run just
+    before favours any one). The garbage collector is off while timing unless ``collect``
+    (a workload that makes garbage, such as appends, should pay for collecting it).
+    """
     for _ in range(warmup):
-        fn()
-    out = []
-    with gc_off():
-        for _ in range(repeat):
-            started = time.perf_counter()
+        for fn in fns.values():
             fn()
-            out.append(time.perf_counter() - started)
-    return out
-
-
-def median_time(fn: Callable[[], Any], *, repeat: int, warmup: int = 1) -> float:
-    """Median seconds of ``repeat`` calls of ``fn`` (after ``warmup`` unmeasured calls)."""
-    return statistics.median(samples(fn, repeat=repeat, warmup=warmup))
+    names = list(fns)
+    shuffle = None if order_seed is None else random.Random(order_seed)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with nullcontext() if collect else gc_off():
+        for _ in range(repeat):
+            for name in names if shuffle is None else shuffle.sample(names, len(names)):
+                started = time.perf_counter()
+                fns[name]()
+                times[name].append(time.perf_counter() - started)
+    return times
 
 
 def interleaved(
     fns: dict[str, Callable[[], Any]], *, repeat: int, warmup: int = 1
 ) -> dict[str, float]:
-    """Median seconds of each function, calls interleaved round by round.
+    """Median seconds of each function, calls interleaved round by round (see :func:`rounds`).
 
     Interleaving spreads machine noise (another process, the page cache) over every contender
     instead of letting it land on whichever ran during the disturbance.
     """
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    with gc_off():
-        for _ in range(repeat):
-            for name, fn in fns.items():
-                started = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - started)
+    times = rounds(fns, repeat=repeat, warmup=warmup)
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -381,12 +384,7 @@ class Report:
 
     def target(self, name: str, value: float, limit: float, shown: str) -> bool:
         """One ``PASS``/``FAIL`` line: ``value`` must be below ``limit`` (or equal to it)."""
-        ok = value <= limit
-        self.targets += 1
-        if not ok:
-            self.failures.append(name)
-        print(f"{'PASS' if ok else 'FAIL'}  {name}: {shown}", flush=True)
-        return ok
+        return self.check(name, value <= limit, shown)
 
     def check(self, name: str, ok: bool, shown: str) -> bool:
         """A ``PASS``/``FAIL`` line for a condition that is not a ratio."""

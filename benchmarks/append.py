@@ -18,30 +18,38 @@ figure is the median: the steady state of a long-running process. In both durabi
 run of 1,000 appends (about 5,000 pages written) spans at least one of the store's WAL
 checkpoints (every 4,000 pages) and several of the baseline's, so each run pays its share.
 
+With ``--backend postgres`` it measures something else: ``--appends`` appends per process by 1
+and by 4 writing processes (each its own session, messages seeded ``seed * 1000 + process``),
+convostore against raw psycopg INSERT and COMMIT, ``--repeats`` runs of each (raw runs first,
+no warm-up run: each process connects before its clock starts), then 4 processes appending into
+one session.
+
     python benchmarks/append.py                # full sizes (about a minute)
     python benchmarks/append.py --big 20000    # quicker
     python benchmarks/append.py --backend postgres --appends 200 --repeats 3
 
-Targets (issue 2 and 4): big/small within 1.3x; >= 0.5x raw with NORMAL, >= 0.8x with FULL;
-auto-compaction big/small within 1.5x.
+Targets (issues 2 and 4), SQLite: big/small within 1.3x; >= 0.5x raw with NORMAL, >= 0.8x with
+FULL; auto-compaction big/small within 1.5x. PostgreSQL: each process count within 2x of raw;
+the 4 writers of one session leave one linear chain of every message.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import random
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _common import Scratch, bench_parser, compact_json, rounds, scratch_database  # noqa: E402
 
 from convostore import CompactResult, Sessions  # noqa: E402
 
@@ -95,40 +103,31 @@ def interleaved(runs: dict[str, Callable[[], None]], n: int, repeats: int) -> di
 
     Each workload first makes one untimed run on its own: files, caches and the WAL grow to
     their working size (one sample of that phase, as a process that has just opened its store
-    sees it, says more about the disk than about the store). Then the workloads
-    take turns, in an order shuffled every round, so neither a disturbance of the machine
-    (another process, the kernel writing back dirty pages) nor the workload run just before
-    (whose pages fill the caches) favours any of them: their median is the steady state, which
-    the targets are checked against.
+    sees it, says more about the disk than about the store). Then the workloads take turns, in
+    an order shuffled every round, so neither a disturbance of the machine (another process, the
+    kernel writing back dirty pages) nor the workload run just before (whose pages fill the
+    caches) favours any of them: their median is the steady state, which the targets are checked
+    against. The garbage collector runs, as in an application.
     """
-    names = list(runs)
-    for name in names:
-        runs[name]()
-    secs: dict[str, list[float]] = {name: [] for name in names}
-    order = random.Random(len(names))
-    for _ in range(repeats):
-        for name in order.sample(names, len(names)):
-            t0 = time.perf_counter()
-            runs[name]()
-            secs[name].append(time.perf_counter() - t0)
-    return {name: n / statistics.median(secs[name]) for name in names}
+    secs = rounds(runs, repeat=repeats, order_seed=len(runs), collect=True)
+    return {name: n / statistics.median(times) for name, times in secs.items()}
 
 
-def messages(count: int, tag: str) -> list[dict[str, Any]]:
+def messages(count: int, tag: str, seed: int = 1) -> list[dict[str, Any]]:
     """The messages every workload appends: the same sizes for all (one seed), ids made unique
     by ``tag``, made before any clock starts."""
-    return [{**m, "id": f"{tag}-{m['id']}"} for m in _conversation(count)]
+    return [{**m, "id": f"{tag}-{m['id']}"} for m in _conversation(count, seed)]
 
 
 @functools.lru_cache(maxsize=4)
-def _conversation(count: int) -> list[dict[str, Any]]:
-    source = realistic_messages(seed=7)
+def _conversation(count: int, seed: int) -> list[dict[str, Any]]:
+    source = realistic_messages(seed=seed)
     return [next(source) for _ in range(count)]
 
 
-def convostore_runner(s: Any, n: int, repeats: int, tag: str) -> Callable[[], None]:
-    """A run of ``n`` appends into session ``s``."""
-    it = iter(messages(n * (repeats + 1), tag))
+def convostore_runner(s: Any, n: int, repeats: int, tag: str, seed: int = 1) -> Callable[[], None]:
+    """A run of ``n`` appends into session ``s`` (enough messages for a warm-up and ``repeats``)."""
+    it = iter(messages(n * (repeats + 1), tag, seed))
 
     def run() -> None:
         for _ in range(n):
@@ -138,7 +137,7 @@ def convostore_runner(s: Any, n: int, repeats: int, tag: str) -> Callable[[], No
 
 
 def raw_runner(
-    conn: sqlite3.Connection, n: int, repeats: int, ordered: bool = False
+    conn: sqlite3.Connection, n: int, repeats: int, ordered: bool = False, seed: int = 1
 ) -> Callable[[], None]:
     """A run of ``n`` raw appends: one INSERT and COMMIT per message, JSON-encoded as we do.
 
@@ -149,7 +148,7 @@ def raw_runner(
                  "content TEXT, PRIMARY KEY (session_id, id))")
     if ordered:
         conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS raw_order ON raw (session_id, seq)")
-    it = iter(messages(n * (repeats + 1), "raw"))
+    it = iter(messages(n * (repeats + 1), "raw", seed))
     seq = [0]
 
     def run() -> None:
@@ -158,8 +157,7 @@ def raw_runner(
             seq[0] += 1
             conn.execute("BEGIN")
             conn.execute("INSERT INTO raw VALUES (?,?,?,?)",
-                         ("s", m["id"], seq[0], json.dumps(m, separators=(",", ":"),
-                                                           ensure_ascii=False)))
+                         ("s", m["id"], seq[0], compact_json(m)))
             conn.execute("COMMIT")
 
     return run
@@ -174,12 +172,12 @@ def raw_connection(path: str, durability: str) -> sqlite3.Connection:
 
 
 def _pg_worker(
-    url: str, schema: str, raw: bool, worker: int, n: int, ready: Any, session: str
+    url: str, schema: str, raw: bool, worker: int, n: int, ready: Any, session: str, seed: int
 ) -> None:
     """One writing process: n appends through convostore, or n raw INSERT+COMMIT."""
     import uuid
 
-    source = realistic_messages(seed=1000 + worker)
+    source = realistic_messages(seed=seed * 1000 + worker)
     msgs = [{**next(source), "id": f"{worker}-{uuid.uuid4().hex}"} for _ in range(n)]
     if raw:
         import psycopg
@@ -188,8 +186,7 @@ def _pg_worker(
             ready.wait()
             for i, m in enumerate(msgs):
                 conn.execute("INSERT INTO raw (session_id, id, seq, content) VALUES (%s,%s,%s,%s)",
-                             ("s", m["id"], i,
-                              json.dumps(m, separators=(",", ":"), ensure_ascii=False)))
+                             ("s", m["id"], i, compact_json(m)))
                 conn.commit()
         return
     with Sessions.open(url, schema=schema, pool_size=2) as store:
@@ -200,13 +197,15 @@ def _pg_worker(
             s.append_message(m)
 
 
-def _pg_run(url: str, schema: str, raw: bool, procs: int, n: int, session: str = "") -> float:
+def _pg_run(
+    url: str, schema: str, raw: bool, procs: int, n: int, session: str = "", seed: int = 1
+) -> float:
     """Appends per second of ``procs`` processes writing ``n`` messages each."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Barrier(procs + 1)
-    workers = [ctx.Process(target=_pg_worker, args=(url, schema, raw, w, n, ready, session))
+    workers = [ctx.Process(target=_pg_worker, args=(url, schema, raw, w, n, ready, session, seed))
                for w in range(procs)]
     for w in workers:
         w.start()
@@ -219,71 +218,65 @@ def _pg_run(url: str, schema: str, raw: bool, procs: int, n: int, session: str =
     return procs * n / (time.perf_counter() - t0)
 
 
-def postgres_main(args: argparse.Namespace) -> int:
+def postgres_main(args: argparse.Namespace, scratch: Scratch) -> int:
     """Appends/s on PostgreSQL, one process and 4 processes, against raw psycopg."""
-    import uuid
-
     import psycopg
 
-    url = args.url or os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
-    if not url:
-        raise SystemExit("--backend postgres needs --url or $CONVOSTORE_TEST_POSTGRES_URL")
-    schema = f"cs_bench_append_{uuid.uuid4().hex[:8]}"
+    url, schema = scratch.target, scratch.schema
+    assert schema is not None
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
         admin.execute(f'CREATE TABLE "{schema}".raw (session_id TEXT, id TEXT, seq BIGINT, '
                       "content TEXT, PRIMARY KEY (session_id, id))")
-    try:
-        Sessions.open(url, schema=schema).close()  # migrate once, outside the timings
-        n = args.appends
-        print(f"PostgreSQL, each figure the median of {args.repeats} runs; "
-              f"{n} appends per process, timed once every writer is connected\n")
-        print(f"{'workload':<40} {'appends/s':>10} {'vs raw':>8}")
-        results: list[tuple[str, bool]] = []
-        for procs in (1, 4):  # each convostore process writes its own session
-            raw = statistics.median(_pg_run(url, schema, True, procs, n)
-                                    for _ in range(args.repeats))
-            ours = statistics.median(_pg_run(url, schema, False, procs, n)
-                                     for _ in range(args.repeats))
-            print(f"{f'raw psycopg INSERT+COMMIT, {procs} process(es)':<40} {raw:>10,.0f} "
-                  f"{1:>8.2f}")
-            print(f"{f'convostore append, {procs} process(es)':<40} {ours:>10,.0f} "
-                  f"{ours / raw:>8.2f}")
-            results.append((f"{procs} process(es): within 2x of raw ({raw / ours:.2f}x)",
-                            raw / ours <= 2.0))
-        # 4 processes into ONE session: the session's lock orders them into one chain.
-        shared = statistics.median(_pg_run(url, schema, False, 4, n, "shared")
-                                   for _ in range(args.repeats))
-        print(f"{'convostore append, 4 into one session':<40} {shared:>10,.0f}")
-        with Sessions.open(url, schema=schema) as store:
-            count = len(store.session("shared").get_history())
-        expected = args.repeats * n * 4
-        results.append((f"one session, 4 writers: one linear chain ({count} of {expected})",
-                        count == expected))
-        print()
-        for label, ok in results:
-            print(f"{'PASS' if ok else 'FAIL'}  {label}")
-        return 0 if all(ok for _, ok in results) else 1
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    Sessions.open(url, schema=schema).close()  # migrate once, outside the timings
+    n = args.appends
+    print(f"PostgreSQL, each figure the median of {args.repeats} runs; "
+          f"{n} appends per process, timed once every writer is connected\n")
+    print(f"{'workload':<40} {'appends/s':>10} {'vs raw':>8}")
+    results: list[tuple[str, bool]] = []
+    for procs in (1, 4):  # each convostore process writes its own session
+        raw = statistics.median(_pg_run(url, schema, True, procs, n, seed=args.seed)
+                                for _ in range(args.repeats))
+        ours = statistics.median(_pg_run(url, schema, False, procs, n, seed=args.seed)
+                                 for _ in range(args.repeats))
+        print(f"{f'raw psycopg INSERT+COMMIT, {procs} process(es)':<40} {raw:>10,.0f} "
+              f"{1:>8.2f}")
+        print(f"{f'convostore append, {procs} process(es)':<40} {ours:>10,.0f} "
+              f"{ours / raw:>8.2f}")
+        results.append((f"{procs} process(es): within 2x of raw ({raw / ours:.2f}x)",
+                        raw / ours <= 2.0))
+    # 4 processes into ONE session: the session's lock orders them into one chain.
+    shared = statistics.median(_pg_run(url, schema, False, 4, n, "shared", args.seed)
+                               for _ in range(args.repeats))
+    print(f"{'convostore append, 4 into one session':<40} {shared:>10,.0f}")
+    with Sessions.open(url, schema=schema) as store:
+        count = len(store.session("shared").get_history())
+    expected = args.repeats * n * 4
+    results.append((f"one session, 4 writers: one linear chain ({count} of {expected})",
+                    count == expected))
+    print()
+    for label, ok in results:
+        print(f"{'PASS' if ok else 'FAIL'}  {label}")
+    return 0 if all(ok for _, ok in results) else 1
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
-    ap.add_argument("--url", help="postgres: server URL (default $CONVOSTORE_TEST_POSTGRES_URL)")
+    ap = bench_parser(__doc__.splitlines()[0])
     ap.add_argument("--big", type=int, default=100_000, help="size of the big session")
     ap.add_argument("--appends", type=int, default=1000,
-                    help="appends per timed run (enough that each run spans WAL checkpoints)")
+                    help="appends per timed run (sqlite: enough that each run spans a WAL "
+                    "checkpoint; postgres: per writing process)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-compaction", action="store_true", help="skip the auto-compaction part")
     args = ap.parse_args()
-    if args.backend == "postgres":
-        return postgres_main(args)
+    with scratch_database(args, name="append") as scratch:
+        if scratch.kind == "postgres":
+            return postgres_main(args, scratch)
+        return sqlite_main(args, scratch.target)
 
-    tmp = tempfile.mkdtemp(prefix="convostore-bench-")
-    path = os.path.join(tmp, "append.db")
+
+def sqlite_main(args: argparse.Namespace, path: str) -> int:
+    """Appends/s into sessions of 10 and ``--big`` messages, both durability modes, vs raw."""
+    here = os.path.dirname(path)  # the baselines' files go beside the store's
     t0 = time.perf_counter()
     with Sessions.open(path) as store:
         build(store, "small", 10)
@@ -296,21 +289,20 @@ def main() -> int:
     results: list[tuple[str, bool]] = []
     print(f"{'durability':<10} {'workload':<34} {'appends/s':>10} {'vs raw':>8}")
     big_label = f"convostore, session of {args.big:,}"
+    n = args.appends  # the same in both modes: every run spans a WAL checkpoint (see above)
     for durability in ("normal", "full"):
-        # As many appends per run with FULL as with NORMAL: a run of a third as many ended
-        # before the store's WAL checkpoint came round, so a median could skip its cost.
-        n = args.appends
         os.sync()  # the build's dirty pages are on disk before any clock starts
-        raw_conn = raw_connection(os.path.join(tmp, f"raw-{durability}.db"), durability)
-        ordered_conn = raw_connection(os.path.join(tmp, f"ordered-{durability}.db"), durability)
+        raw_conn = raw_connection(os.path.join(here, f"raw-{durability}.db"), durability)
+        ordered_conn = raw_connection(os.path.join(here, f"ordered-{durability}.db"), durability)
         store = Sessions.open(path, durability=durability)  # type: ignore[arg-type]
         rates = interleaved({
-            "raw sqlite3 INSERT+COMMIT": raw_runner(raw_conn, n, args.repeats),
+            "raw sqlite3 INSERT+COMMIT": raw_runner(raw_conn, n, args.repeats, seed=args.seed),
             "(raw + index on (session_id, seq))": raw_runner(ordered_conn, n, args.repeats,
-                                                             ordered=True),
+                                                             ordered=True, seed=args.seed),
             "convostore, session of 10": convostore_runner(store.session("small"), n,
-                                                           args.repeats, durability),
-            big_label: convostore_runner(store.session("big"), n, args.repeats, durability),
+                                                           args.repeats, durability, args.seed),
+            big_label: convostore_runner(store.session("big"), n, args.repeats, durability,
+                                         args.seed),
         }, n, args.repeats)
         store.close()
         raw_conn.close()
@@ -331,14 +323,13 @@ def main() -> int:
             s.compact_after(10**12)
             return s
 
-        n = args.appends
         os.sync()
         with Sessions.open(path) as store:
             rates = interleaved({
                 "hundred": convostore_runner(configure(store.session("hundred")), n,
-                                             args.repeats, "compaction"),
+                                             args.repeats, "compaction", args.seed),
                 "big": convostore_runner(configure(store.session("big")), n, args.repeats,
-                                         "compaction"),
+                                         "compaction", args.seed),
             }, n, args.repeats)
         hundred, big = rates["hundred"], rates["big"]
         print(f"{'normal':<10} {'auto-compaction on, session of 100':<34} {hundred:>10,.0f}")

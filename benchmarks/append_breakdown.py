@@ -24,8 +24,8 @@ The targets are checked by ``append.py``, which uses medians.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import random
 import sqlite3
 import sys
 import tempfile
@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _common import compact_json  # noqa: E402
+from _common import compact_json, rounds  # noqa: E402
 from append import (  # noqa: E402
     build,
     convostore_runner,
@@ -87,78 +87,73 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=6)
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="convostore-breakdown-")
-    path = os.path.join(tmp, "store.db")
-    with Sessions.open(path) as store:
-        build(store, "big", args.size)
-    os.sync()
+    with tempfile.TemporaryDirectory(prefix="convostore-breakdown-") as tmp:
+        path = os.path.join(tmp, "store.db")
+        with Sessions.open(path) as store:
+            build(store, "big", args.size)
+        os.sync()
 
-    n, repeats = args.appends, args.repeats
-    spent: dict[str, dict[str, float]] = {"raw": {}, "raw + index": {}, "convostore": {}}
-    store = Sessions.open(path, durability=args.durability)  # type: ignore[arg-type]
-    backend: Any = store._backend  # the diagnostic reaches into the engine on purpose
-    backend._conn = backend._ops._conn = TimedConnection(backend._conn, spent["convostore"])
-    raw = raw_connection(os.path.join(tmp, "raw.db"), args.durability)
-    ordered = raw_connection(os.path.join(tmp, "ordered.db"), args.durability)
-    runs = {
-        "raw": raw_runner(TimedConnection(raw, spent["raw"]), n, repeats),  # type: ignore[arg-type]
-        "raw + index": raw_runner(
-            TimedConnection(ordered, spent["raw + index"]), n, repeats, ordered=True  # type: ignore[arg-type]
-        ),
-        "convostore": convostore_runner(store.session("big"), n, repeats, "breakdown"),
-    }
-    for run in runs.values():  # warm-up, untimed: caches and the WAL reach their working size
-        run()
-    for steps in spent.values():
-        steps.clear()
-    total = dict.fromkeys(runs, 0.0)
-    order = random.Random(3)
-    for _ in range(repeats):
-        for name in order.sample(list(runs), len(runs)):
-            t0 = time.perf_counter()
-            runs[name]()
-            total[name] += time.perf_counter() - t0
+        n, repeats = args.appends, args.repeats
+        spent: dict[str, dict[str, float]] = {"raw": {}, "raw + index": {}, "convostore": {}}
+        store = Sessions.open(path, durability=args.durability)  # type: ignore[arg-type]
+        backend: Any = store._backend  # the diagnostic reaches into the engine on purpose
+        backend._conn = backend._ops._conn = TimedConnection(backend._conn, spent["convostore"])
+        raw = raw_connection(os.path.join(tmp, "raw.db"), args.durability)
+        ordered = raw_connection(os.path.join(tmp, "ordered.db"), args.durability)
+        runs = {
+            "raw": raw_runner(TimedConnection(raw, spent["raw"]), n, repeats),  # type: ignore[arg-type]
+            "raw + index": raw_runner(
+                TimedConnection(ordered, spent["raw + index"]), n, repeats, ordered=True  # type: ignore[arg-type]
+            ),
+            "convostore": convostore_runner(store.session("big"), n, repeats, "breakdown"),
+        }
+        for run in runs.values():  # warm-up, untimed: caches and the WAL reach their working size
+            run()
+        for steps in spent.values():  # the statements' times of the timed rounds only
+            steps.clear()
+        secs = rounds(runs, repeat=repeats, warmup=0, order_seed=3, collect=True)
+        total = {name: sum(times) for name, times in secs.items()}
 
-    count = n * repeats
-    print(f"durability {args.durability}, convostore session of {args.size:,}; "
-          f"{repeats} runs of {n} appends each, in turns; microseconds per append\n")
-    columns = (*_STEPS, "other SQL")
-    print(f"{'writer':<12} {'total':>7} {'vs raw':>7} "
-          + " ".join(f"{c:>9}" for c in columns) + f" {'Python':>7}")
-    base = total["raw"] / count
-    for name in runs:
-        per = total[name] / count * 1e6
-        steps = {c: spent[name].get(c, 0.0) / count * 1e6 for c in columns}
-        python = per - sum(steps.values())
-        print(f"{name:<12} {per:>7.1f} {base * 1e6 / per:>7.2f} "
-              + " ".join(f"{steps[c]:>9.1f}" for c in columns) + f" {python:>7.1f}")
+        count = n * repeats
+        print(f"durability {args.durability}, convostore session of {args.size:,}; "
+              f"{repeats} runs of {n} appends each, in turns; microseconds per append\n")
+        columns = (*_STEPS, "other SQL")
+        print(f"{'writer':<12} {'total':>7} {'vs raw':>7} "
+              + " ".join(f"{c:>9}" for c in columns) + f" {'Python':>7}")
+        base = total["raw"] / count
+        for name in runs:
+            per = total[name] / count * 1e6
+            steps = {c: spent[name].get(c, 0.0) / count * 1e6 for c in columns}
+            python = per - sum(steps.values())
+            print(f"{name:<12} {per:>7.1f} {base * 1e6 / per:>7.2f} "
+                  + " ".join(f"{steps[c]:>9.1f}" for c in columns) + f" {python:>7.1f}")
 
-    pages_n = 300
-    fresh = iter(messages(pages_n * 3, "pages"))
+        pages_n = 300
+        fresh = iter(messages(pages_n * 3, "pages"))
+        seqs = itertools.count(10**9)  # above every seq the timed runs used
 
-    def raw_append(conn: sqlite3.Connection) -> Callable[[], None]:
-        def append() -> None:
-            m = next(fresh)
-            conn.execute("BEGIN")
-            conn.execute("INSERT INTO raw VALUES (?,?,?,?)",
-                         ("s", m["id"], 10**9 + seqs.pop(), compact_json(m)))
-            conn.execute("COMMIT")
-        return append
+        def raw_append(conn: sqlite3.Connection) -> Callable[[], None]:
+            def append() -> None:
+                m = next(fresh)
+                conn.execute("BEGIN")
+                conn.execute("INSERT INTO raw VALUES (?,?,?,?)",
+                             ("s", m["id"], next(seqs), compact_json(m)))
+                conn.execute("COMMIT")
+            return append
 
-    seqs = list(range(pages_n * 2, 0, -1))
-    session = store.session("big")
-    pages = {
-        "raw": wal_pages_per_append(raw, raw_append(raw), pages_n),
-        "raw + index": wal_pages_per_append(ordered, raw_append(ordered), pages_n),
-        "convostore": wal_pages_per_append(
-            backend._conn._conn, lambda: session.append_message(next(fresh)), pages_n
-        ),
-    }
-    print("\nWAL pages per append: "
-          + ", ".join(f"{name} {value:.2f}" for name, value in pages.items()))
-    store.close()
-    raw.close()
-    ordered.close()
+        session = store.session("big")
+        pages = {
+            "raw": wal_pages_per_append(raw, raw_append(raw), pages_n),
+            "raw + index": wal_pages_per_append(ordered, raw_append(ordered), pages_n),
+            "convostore": wal_pages_per_append(
+                backend._conn._conn, lambda: session.append_message(next(fresh)), pages_n
+            ),
+        }
+        print("\nWAL pages per append: "
+              + ", ".join(f"{name} {value:.2f}" for name, value in pages.items()))
+        store.close()
+        raw.close()
+        ordered.close()
     return 0
 
 

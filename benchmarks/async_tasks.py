@@ -2,7 +2,7 @@
 
 Each run opens nothing new: one :class:`~convostore.AsyncSessions` store serves every run. In a
 run, task ``k`` appends ``--per-task`` realistic messages (``_common.MessageGen``: user text,
-1-20 KB tool outputs, assistant answers; about 4.3 KB each) to its own session, all tasks at
+1-20 KB tool outputs, assistant answers; about 4.4 KB each) to its own session, all tasks at
 once. Meanwhile a ticker task sleeps 1 ms in a loop and records the longest gap between two of
 its ticks: how long the event loop was kept from running anything (the 1 ms sleep included).
 
