@@ -302,3 +302,18 @@ def test_json_text_shortcut_agrees_with_the_formula_on_random_values() -> None:
         parsed = json.loads(text)
         if isinstance(parsed, (dict, list)):
             assert estimate_value_tokens(parsed) == expected, text
+
+
+def test_a_lone_surrogate_counts_as_its_escape_on_every_encoding_path() -> None:
+    """The row stamp (texts made while storing) and the public estimate agree: both count a
+    lone surrogate as the six characters of ``\\udXXX``, as the stored JSON holds it."""
+    from convostore import codec
+
+    output = {"s": "\ud800" * 40}
+    message = {"id": "x", "role": "assistant", "parts": [
+        {"type": "tool-t", "toolCallId": "c", "input": {}, "output": output}]}
+    _text, encoded = codec.dumps_message(message)
+    stored_text = json.dumps(output, separators=(",", ":"))  # ASCII: the surrogates escaped
+    assert len(stored_text) == 8 + 6 * 40
+    assert estimate_row_tokens(message) == estimate_row_tokens(message, None, encoded)
+    assert estimate_value_tokens(output) == math.ceil(len(stored_text) / 4)

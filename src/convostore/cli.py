@@ -28,7 +28,7 @@ from . import __version__, codec
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
 from .manager import SessionManager
-from .model import Message, SearchResult
+from .model import Message, SearchResult, is_tool_type
 from .session import Session
 from .store import Sessions, _parse_url
 
@@ -125,7 +125,7 @@ def _part_preview(part: object, width: int = _PREVIEW) -> str:
     kind = str(part.get("type", "?"))
     if kind in ("text", "reasoning"):
         return f'{kind} "{_clip(str(part.get("text", "")), width)}"'
-    if kind.startswith("tool-") or kind == "dynamic-tool":
+    if is_tool_type(kind):
         name = kind[5:] if kind.startswith("tool-") else str(part.get("toolName", "?"))
         bits = [f"tool {name}", str(part.get("state", ""))]
         if "input" in part:
@@ -201,9 +201,10 @@ def _print_tree(out: _Output, session: Session, total: int, leaf_id: str | None)
             last = i == len(children) - 1
             stack.append((children[i], rest + ("└─ " if last else "├─ "),
                           rest + ("   " if last else "│  ")))
-    if shown < total:  # rows that cannot be read (corrupt JSON) are not drawn
+    if shown < total:  # a row that cannot be read (corrupt JSON) hides its subtree
         hidden = total - shown
-        out.line(f"({hidden} unreadable message{'s' if hidden != 1 else ''} not shown)")
+        out.line(f"({hidden} message{'s' if hidden != 1 else ''} not shown: unreadable, "
+                 "or under an unreadable message)")
 
 
 def _print_stats(out: _Output, store: Sessions) -> None:

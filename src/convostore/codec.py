@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidMessage, InvalidMessageType
-from .model import Message
+from .model import Message, is_tool_type
 
 ROW_BUDGET = 1536 * 1024
 """Most UTF-8 bytes of stored JSON one row holds; longer messages use continuation rows."""
@@ -82,7 +82,10 @@ _ENCODER = json.JSONEncoder(
 )
 
 MAX_JSON_DEPTH = 500
-"""Containers nested deeper than this are refused (the JSON encoder's recursion ends sooner)."""
+"""How deep the search for the field to blame goes once the JSON encoder has failed.
+
+The encoder itself stores any depth Python's recursion allows (about 1,000 levels); a message
+nested deeper fails there, and the search then names the container at this depth."""
 
 
 def dumps(value: Any) -> str:
@@ -104,8 +107,14 @@ def dumps(value: Any) -> str:
         raise InvalidMessage(
             field or "message", problem or "nested too deeply to store as JSON"
         ) from exc
+    return text if text.isascii() else escape_lone_surrogates(text)
+
+
+def escape_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate written as its ``\\uXXXX`` escape, as JavaScript's
+    ``JSON.stringify`` writes it (Python's encoder leaves it raw, which UTF-8 cannot hold)."""
     if not text.isascii() and _SURROGATE_RE.search(text):
-        text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 
 
@@ -120,9 +129,7 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
     """
     parts = message.get("parts")
     if not isinstance(parts, list) or not any(
-        isinstance(p, dict) and isinstance(p.get("type"), str)
-        and (p["type"].startswith("tool-") or p["type"] == "dynamic-tool")
-        for p in parts
+        isinstance(p, dict) and is_tool_type(p.get("type")) for p in parts
     ) or not all(isinstance(k, str) for k in message):
         return dumps(message), {}
     try:

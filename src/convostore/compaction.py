@@ -26,7 +26,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
-from convostore.model import CompactResult, Message
+from convostore.model import CompactResult, Message, is_tool_type
 from convostore.tokens import TokenCounter, estimate_message_tokens
 
 __all__ = [
@@ -109,12 +109,7 @@ def is_tool_part(part: object) -> TypeGuard[dict[str, Any]]:
     :param part: one element of a message's ``parts``.
     :return: True for a tool part.
     """
-    if not isinstance(part, dict):
-        return False
-    part_type = part.get("type")
-    return isinstance(part_type, str) and (
-        part_type.startswith("tool-") or part_type == "dynamic-tool"
-    )
+    return isinstance(part, dict) and is_tool_type(part.get("type"))
 
 
 def _parts(message: Message) -> Sequence[Any]:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Message
+from .model import Message, is_tool_type
 
 __all__ = [
     "FORMATS",
@@ -148,10 +148,7 @@ def _tool_part(name: str, call_id: str, input: JSON, raw_arguments: str | None =
 
 
 def _is_tool(part: Any) -> bool:
-    if not isinstance(part, dict):
-        return False
-    kind = part.get("type")
-    return isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool")
+    return isinstance(part, dict) and is_tool_type(part.get("type"))
 
 
 def _tool_name(part: Part) -> str:

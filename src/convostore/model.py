@@ -16,6 +16,13 @@ Source = Literal["server", "client"]
 """Who produced a write: ``"client"`` input is untrusted and loses reserved metadata keys."""
 
 
+def is_tool_type(part_type: object) -> bool:
+    """Is a part ``type`` a tool invocation's: ``tool-<name>`` or ``dynamic-tool``?"""
+    return isinstance(part_type, str) and (
+        part_type.startswith("tool-") or part_type == "dynamic-tool"
+    )
+
+
 @dataclass(frozen=True)
 class AppendResult:
     """What :meth:`Session.append_message` and :meth:`Session.upsert_message` return.

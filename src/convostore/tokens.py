@@ -22,7 +22,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from convostore.model import Message
+from convostore.codec import escape_lone_surrogates
+from convostore.model import Message, is_tool_type
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -126,7 +127,8 @@ def estimate_value_tokens(
     """Estimate the tokens of any part field: a string, ``None`` or a JSON-like value.
 
     ``None`` costs 0, a string is counted as it is, anything else through its compact JSON text
-    (``separators=(",", ":")``, ``ensure_ascii=False``), or ``str(value)`` when it is not JSON.
+    (``separators=(",", ":")``, ``ensure_ascii=False``, a lone surrogate as its ``\\uXXXX``
+    escape, as stored), or ``str(value)`` when it is not JSON.
 
     :param value: the value to measure (a tool input or output, a text field...).
     :param token_counter: counts a string instead of :func:`estimate_string_tokens`.
@@ -141,17 +143,11 @@ def estimate_value_tokens(
     text = None if encoded is None else encoded.get(id(value))
     if text is None:
         try:
-            text = _ENCODER.encode(value)
+            text = escape_lone_surrogates(_ENCODER.encode(value))
         except (TypeError, ValueError, RecursionError):
             text = str(value)  # not JSON: counted as a plain string
             return estimate_string_tokens(text) if token_counter is None else token_counter(text)
     return _json_text_tokens(text) if token_counter is None else token_counter(text)
-
-
-def _is_tool_type(part_type: object) -> bool:
-    return isinstance(part_type, str) and (
-        part_type.startswith("tool-") or part_type == "dynamic-tool"
-    )
 
 
 def estimate_message_tokens(
@@ -191,7 +187,7 @@ def estimate_message_tokens(
                 if value is None:
                     value = part.get("reasoning")
                 total += estimate_value_tokens(value, token_counter)
-            elif _is_tool_type(part_type):
+            elif is_tool_type(part_type):
                 total += estimate_value_tokens(part.get("input"), token_counter, encoded)
                 output = part.get("output")
                 if output is None:
