@@ -137,3 +137,22 @@ def test_counts_continuation_bytes_in_stats_and_the_read_budget(store: Sessions)
     slice_only = s.get_recent_history(ROW_BUDGET + stats["h2"])
     assert ids(slice_only.messages) == ["h2"] and slice_only.truncated
     assert slice_only.total_content_bytes == stats["h1"] + stats["h2"]
+
+
+def test_a_newest_first_read_never_mixes_two_versions_of_a_large_message(
+    store: Sessions,
+) -> None:
+    """The continuation rows are read in the snapshot the first slice came from: an update
+    between two steps of the generator cannot leave a message half old, half new."""
+    s = store.session()
+    old = text("b", "B" * 3_000_000)
+    for m in (text("a", "a"), old, text("c", "c"), text("d", "d")):
+        s.append_message(m)
+    reading = s.history(newest_first=True)
+    assert [next(reading)["id"], next(reading)["id"]] == ["d", "c"]
+    s.update_message(text("b", "Z" * 3_000_000))
+    got = next(reading)
+    assert got["id"] == "b"
+    assert set(got["parts"][0]["text"]) in ({"B"}, {"Z"})  # one version, whichever it is
+    assert got == old  # read with the window that held it
+    assert next(reading)["id"] == "a"

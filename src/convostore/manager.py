@@ -162,7 +162,7 @@ class SessionManager:
     def __init__(self, store: Sessions) -> None:
         if not isinstance(store, Sessions):
             raise TypeError(
-                "SessionManager needs a convostore.Sessions store "
+                f"SessionManager needs a convostore.Sessions store, not {type(store).__name__} "
                 "(use AsyncSessionManager for an AsyncSessions)"
             )
         self._store = store
@@ -598,7 +598,10 @@ class AsyncSessionManager:
 
     def __init__(self, store: AsyncSessions) -> None:
         if not isinstance(store, AsyncSessions):
-            raise TypeError("AsyncSessionManager needs a convostore.AsyncSessions store")
+            raise TypeError(
+                "AsyncSessionManager needs a convostore.AsyncSessions store, "
+                f"not {type(store).__name__}"
+            )
         self._store = store
         self._sync = SessionManager(store._sync)
 
@@ -759,9 +762,3 @@ class AsyncHistorySearchProvider:
         """Async twin of :meth:`HistorySearchProvider.search`."""
         return await self._manager._call(self._provider.search, query)
 
-
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type):
-        _obj.__module__ = "convostore.manager"
-del _name, _obj

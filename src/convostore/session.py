@@ -454,13 +454,8 @@ class Session:
         out: dict[str, Message] = {}
         pending: list[tuple[str, Message, list[str]]] = []
         for mid, text in self._reassemble(ops, rows).items():
-            try:
-                value = codec.loads(text)
-            except ValueError:
-                logger.warning("skipping unreadable message %r of session %r", mid,
-                               self.session_id)
-                continue
-            if not codec.is_valid_stored(value):
+            value = self._parse(mid, text)
+            if value is None:
                 continue
             if codec.POINTER_PREFIX in text:
                 pending.append((mid, value, codec.pointer_hashes(value)))
@@ -474,16 +469,19 @@ class Session:
                 out[mid] = codec.resolve_attachments(value, lookup)
         return out
 
-    def _hydrate_one(self, row: ContentRow) -> Message | None:
-        """One row as a message; the database is touched only for continuations or payloads."""
-        if row.content_chunks == 0 and codec.POINTER_PREFIX not in row.content:
-            try:
-                value = codec.loads(row.content)
-            except ValueError:
-                return None
-            return value if codec.is_valid_stored(value) else None
-        with self._store._backend.read() as ops:
-            return self._hydrate(ops, [row]).get(row.id)
+    def _parse(self, mid: str, text: str) -> Message | None:
+        """A stored text as a message (payload pointers left in); None, logged, if unreadable."""
+        try:
+            value = codec.loads(text)
+        except ValueError:
+            logger.warning("skipping unreadable message %r of session %r", mid, self.session_id)
+            return None
+        return value if codec.is_valid_stored(value) else None
+
+    @staticmethod
+    def _self_contained(row: ContentRow) -> bool:
+        """Can the row be parsed from its own text (no continuation rows, no payloads)?"""
+        return row.content_chunks == 0 and codec.POINTER_PREFIX not in row.content
 
     def get_message(self, id: str) -> Message | None:
         """One stored message by id (no overlays), payloads inlined.
@@ -589,8 +587,9 @@ class Session:
         """Stream the path root → leaf (or leaf → root), overlays applied, in bounded memory.
 
         :param leaf_id: the branch to read; ``None`` → the active leaf; an unknown id → nothing.
-        :param newest_first: walk from the leaf by point reads, so taking k messages reads about
-            k rows; the output is the exact reverse of the oldest-first read.
+        :param newest_first: walk from the leaf by ranges of rows that grow 1, 5, 15, 45, 50, so
+            taking k messages reads fewer than 3k rows; the output is the exact reverse of the
+            oldest-first read.
 
         Oldest first: one content-free walk of the path (seqs and sizes only), then content in
         windows of at most 50 rows and 4 MiB; earlier windows are not kept.
@@ -645,20 +644,30 @@ class Session:
                 if hit is None and expect is not None and (not take or len(take) < len(rows)
                                                            or len(rows) < size):
                     jump = ops.row_meta(sid, expect)
+                # Continuations and payloads are read now, in the snapshot the first slices
+                # came from; a later read could see another version of the message.
+                assembled = self._hydrate(
+                    ops, [r for r in take if r.id not in echoes and not self._self_contained(r)]
+                )
             for row in take:
-                if row.id not in echoes:
-                    message = self._hydrate_one(row)  # parsed only when the consumer asks
-                    if message is not None:
-                        yield message
+                if row.id in echoes:
+                    continue
+                if self._self_contained(row):
+                    message = self._parse(row.id, row.content)  # when the consumer asks
+                else:
+                    message = assembled.get(row.id)
+                if message is not None:
+                    yield message
             if hit is not None:
                 # the end of a compacted span: plan overlays over what remains
                 yield from self._newest_first_prefix(hit)
                 return
-            if expect is None or (not take and upto is None and not rows):
+            if expect is None:
                 return  # reached a root, or an empty session
             last_seq = take[-1].seq if take else upto
+            assert last_seq is not None  # a row was taken, or the walk began at a named leaf
             if jump is not None:
-                if last_seq is not None and jump.seq >= last_seq:
+                if jump.seq >= last_seq:
                     return  # a parent written after its child reads as a root, as in walks
                 upto = jump.seq
             elif take and len(take) == len(rows) == size:
