@@ -107,12 +107,15 @@ def test_list_sessions_most_recently_updated_first_in_pages(manager: Any) -> Non
         manager.list(before="nope")
 
 
-def test_list_breaks_ties_by_id_and_pages_through_them(manager: Any) -> None:
+def test_list_breaks_ties_by_id_and_pages_through_them(
+    manager: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A frozen clock makes every updated_at equal, so only the id tie-break orders the list.
+    monkeypatch.setattr(manager_module, "now_ms", lambda: 1_000)
     made = [manager.create(f"s{i}") for i in range(7)]
     listed = manager.list()
-    assert sorted(session_ids(listed)) == sorted(session_ids(made))
-    keys = [(i.updated_at, i.id) for i in listed]
-    assert keys == sorted(keys, reverse=True)
+    assert {i.updated_at for i in listed} == {1_000}
+    assert session_ids(listed) == sorted(session_ids(made), reverse=True)
     pages: list[str] = []
     cursor = None
     while True:

@@ -509,7 +509,12 @@ def test_recent_history_matches_a_reference_on_random_sessions(
         else:
             s.append_message(text(mid, "a" * rng.randint(1, 400)))
         made.append(mid)
-    record = s.add_compaction("sum", made[70], made[75]) if seed == 3 else None
+    # The overlay's ends come from the active path so that the whole-path window holds both.
+    path = [r.id for r in s.get_history_row_stats()]
+    assert len(path) >= 8, path
+    first, last = path[-8], path[-4]
+    record = s.add_compaction("sum", first, last)
+    overlaid = False
     for leaf in (None, rng.choice(made)):
         stats = s.get_history_row_stats(leaf)
         for budget in (0, 500, 3_000, 12_000, 40_000, 10**9):
@@ -521,8 +526,10 @@ def test_recent_history_matches_a_reference_on_random_sessions(
             assert got.truncated == (start > 0), (leaf, budget)
             assert got.total_content_bytes == sum(r.bytes for r in stats)
             expected = [r.id for r in stats[start:]]
-            if record is not None and made[70] in expected and made[75] in expected:
-                a, b = expected.index(made[70]), expected.index(made[75])
+            if first in expected and last in expected:
+                a, b = expected.index(first), expected.index(last)
                 if a <= b:  # the overlay applies only when both ends are in the window
                     expected[a : b + 1] = [COMPACTION_PREFIX + record.id]
+                    overlaid = True
             assert ids(got.messages) == expected, (leaf, budget)
+    assert overlaid, "no window held both ends of the overlay"

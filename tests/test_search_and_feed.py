@@ -185,9 +185,11 @@ def test_parent_id_is_reported_as_passed(store: Sessions) -> None:
     events: list[ChangeEvent] = []
     store.subscribe(events.append)
     s.append_message(text("a", "1"))
+    s.append_message(text("a2", "1"))  # omitted: stored under "a", reported as None
     s.append_message(text("b", "1"), parent_id=None)
     s.append_message(text("c", "1"), parent_id="unknown")
-    assert [e.parent_id for e in events] == [None, None, "unknown"]
+    assert ids(s.get_history(leaf_id="a2")) == ["a", "a2"]
+    assert [e.parent_id for e in events] == [None, None, None, "unknown"]
 
 
 def test_a_raising_listener_is_logged_and_does_not_stop_others(

@@ -516,9 +516,9 @@ def test_a_message_that_holds_itself_or_nests_too_deep_is_refused(store: Session
 
 def test_nul_characters_are_refused_where_text_columns_hold_them(store: Sessions) -> None:
     s = store.session()
-    with pytest.raises(InvalidMessage, match="id"):
+    with pytest.raises(InvalidMessage, match="field 'id'"):
         s.append_message(text("a\x00b", "x"))
-    with pytest.raises(InvalidMessage, match="role"):
+    with pytest.raises(InvalidMessage, match="field 'role'"):
         s.append_message(text("a", "x", role="us\x00er"))
     with pytest.raises(ValueError):
         store.session("bad\x00id")
