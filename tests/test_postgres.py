@@ -8,7 +8,6 @@ The conformance suite runs everything else on PostgreSQL; these tests need a ser
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from _helpers import ids, text
+from conftest import PG_URL, _drop_schema
 
 from convostore import (
     BackendError,
@@ -25,11 +25,11 @@ from convostore import (
     StoreClosed,
 )
 from convostore.backends._sql import SCHEMA_VERSION
+from convostore.manager import SessionManager
 
 if TYPE_CHECKING:
     from conftest import BackendSpec
 
-PG_URL = os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.requires("postgres")
 
 
@@ -44,11 +44,6 @@ def _fresh_schema() -> str:
     return f"cs_test_{uuid.uuid4().hex[:12]}"
 
 
-def _drop(schema: str) -> None:
-    with _admin() as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
 @pytest.fixture
 def spec(backend_spec: BackendSpec) -> BackendSpec:
     """The postgres backend spec (other backends skip through the ``requires`` marker)."""
@@ -61,7 +56,7 @@ def schemas() -> Iterator[list[str]]:
     made: list[str] = []
     yield made
     for schema in made:
-        _drop(schema)
+        _drop_schema(schema)
 
 
 def _tables(schema: str) -> set[str]:
@@ -154,6 +149,7 @@ def test_an_unreachable_server_is_a_backend_error() -> None:
 
 
 def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list[str]) -> None:
+    public = _tables("public")
     other = _fresh_schema()
     schemas.append(other)
     with Sessions.open(spec.url, **spec.options) as a, \
@@ -168,7 +164,7 @@ def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list
         assert a.storage_stats().messages == 1 and b.storage_stats().messages == 2
     for schema in (spec.options["schema"], other):
         assert {"convostore_messages", "convostore_meta", "convostore_fts"} <= _tables(schema)
-    assert "convostore_messages" not in _tables("public")
+    assert _tables("public") <= public  # nothing created outside the stores' schemas
 
 
 def test_an_awkward_schema_name_is_quoted(spec: BackendSpec, schemas: list[str]) -> None:
@@ -320,7 +316,9 @@ def test_the_schema_file_builds_what_the_migrations_build(
     _run_schema_file(by_file)  # idempotent
     with Sessions.open(spec.url, **spec.options) as store:
         store.search("anything")  # the search table is created by the first search
+        SessionManager(store).create("x")  # the registry, by the manager's first write
     migrated = _catalog(spec.options["schema"])
+    assert {"convostore_fts", "convostore_registry"} <= {c[0] for c in migrated["columns"]}
     assert _catalog(by_file) == migrated
     assert migrated["lexemes"] == ("'cat':2 'dog':4 'or':3 'run':6 'the':1 'were':5",)
 
@@ -359,11 +357,83 @@ def test_a_role_without_create_rights_works_on_the_schema_file(
             s.delete_messages(["b"])
             assert ids(s.get_history()) == ["a"]
             assert store.storage_stats().attachments == 0
+            manager = SessionManager(store)
+            info = manager.create("managed")
+            manager.append(info.id, text("m", "registered"))
+            assert [i.id for i in manager.list()] == [info.id]
     finally:
         with _admin() as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+# --- catalog questions inside a write scope -------------------------------------------------
+
+
+def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
+    spec: BackendSpec,
+) -> None:
+    """Which tables exist is read with the statement's snapshot: a connection's catalog cache
+    may still hold a table another connection dropped while this one waited for its lock."""
+    import threading
+    import time
+
+    from convostore.backends._legacy_sql import LEGACY_MESSAGES, legacy_sql
+
+    schema = spec.options["schema"]
+    with Sessions.open(spec.url, schema=schema, pool_size=1) as store:
+        backend: Any = store._backend
+        # With the search table known, a write scope sends no catalog query of its own before
+        # ours (scanning pg_class would refresh the caches by locking it).
+        store.search("anything")
+        assert backend._fts_seen
+        with _admin() as conn:
+            conn.execute(f'CREATE TABLE "{schema}".{LEGACY_MESSAGES} (id TEXT)')
+        with backend.read() as ops:  # the pool's one connection caches the table
+            assert legacy_sql(ops).existing(ops, [LEGACY_MESSAGES]) == {LEGACY_MESSAGES}
+            pid = ops._one("SELECT pg_backend_pid()")[0]
+        seen: list[set[str]] = []
+
+        def writer() -> None:
+            with backend.write("s") as ops:  # waits for the store key held below
+                seen.append(legacy_sql(ops).existing(ops, [LEGACY_MESSAGES]))
+
+        with _admin() as holder:
+            holder.execute("BEGIN")
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (backend._store_key,))
+            thread = threading.Thread(target=writer)
+            thread.start()
+            deadline = time.monotonic() + 10
+            while not holder.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)", (pid,)
+            ).fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < deadline, "the writer never waited for the lock"
+                time.sleep(0.01)
+            holder.execute(f'DROP TABLE "{schema}".{LEGACY_MESSAGES}')
+            holder.execute("COMMIT")
+            thread.join(10)
+        assert seen == [set()]
+
+
+def test_a_search_table_found_by_a_read_stops_the_probe_of_later_writes(
+    spec: BackendSpec,
+) -> None:
+    """After a reopen, a search learns of the table in a read scope and the store stops asking:
+    its write scopes must stop sending their probe too."""
+    with Sessions.open(spec.url, **spec.options) as store:
+        store.session().append_message(text("a", "indexed words"))
+        store.search("indexed")  # creates the search table
+    with Sessions.open(spec.url, **spec.options) as store:
+        backend: Any = store._backend
+        assert [r.id for r in store.search("indexed")] == ["a"]
+        s = store.session()
+        s.append_message(text("b", "more"))
+        s.append_message(text("c", "words"))
+        assert backend._fts_seen
+        with backend.write("") as ops:
+            assert ops._fts_probe is None and ops.fts_exists()
+        assert sorted(r.id for r in store.search("words")) == ["a", "c"]
 
 
 # --- the boundary: driver errors, interrupts, nesting ---------------------------------------

@@ -23,16 +23,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._sql import K as _K
+from ._sql import M as _M
+from ._sql import S as _S
+
 LEGACY_MESSAGES = "assistant_messages"
 LEGACY_COMPACTIONS = "assistant_compactions"
 LEGACY_REGISTRY = "assistant_sessions"
 LEGACY_FTS = "assistant_fts"
-LEGACY_CONFIG = "assistant_config"
 CHAT_MESSAGES = "cf_ai_chat_agent_messages"
 
-_M = "convostore_messages"
-_K = "convostore_compactions"
-_S = "convostore_session_state"
+PG_TABLES = (
+    "SELECT relname FROM pg_class WHERE relname = ANY(?::text[]) AND relnamespace = "
+    "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+)
+"""PostgreSQL: which of the tables named by the one parameter (a list) exist in the store's
+schema. Read from pg_class with the statement's snapshot, not through ``to_regclass``: inside a
+transaction the connection's catalog caches may predate a table created or dropped by a commit
+made while this writer waited for its lock."""
 
 
 class _LegacySql:
@@ -184,8 +192,8 @@ class SqliteLegacySql(_LegacySql):
 
 
 class PostgresLegacySql(_LegacySql):
-    """PostgreSQL: ``ctid`` order, ``TIMESTAMPTZ`` to epoch milliseconds, tables found on the
-    store's ``search_path`` (its schema)."""
+    """PostgreSQL: ``ctid`` order, ``TIMESTAMPTZ`` to epoch milliseconds, tables found in the
+    store's schema (the first of its ``search_path``)."""
 
     _ORDER = "ctid"
     _COLLATE = ' COLLATE "C"'  # our key columns are "C"; the legacy ones use the default
@@ -216,13 +224,7 @@ class PostgresLegacySql(_LegacySql):
         )
 
     def existing(self, ops: Any, names: Sequence[str]) -> set[str]:
-        return {
-            r[0]
-            for r in ops._all(
-                "SELECT n FROM unnest(?::text[]) AS t(n) WHERE to_regclass(n) IS NOT NULL",
-                (list(names),),
-            )
-        }
+        return {r[0] for r in ops._all(PG_TABLES, (list(names),))}
 
     def drop(self, ops: Any, table: str) -> None:
         # Inside DO: a DROP command tag would make psycopg discard its prepared statements in

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .base import _batches, _marks
+
 REGISTRY = "convostore_registry"
 REGISTRY_COLUMNS = (
     "id", "name", "parent_session_id", "model", "source", "input_tokens", "output_tokens",
@@ -41,7 +43,6 @@ _DDL = (
     )""",
     f"CREATE INDEX IF NOT EXISTS convostore_registry_updated ON {REGISTRY} (updated_at, id)",
 )
-_IN_BATCH = 500
 
 
 class RegistryOps:
@@ -70,11 +71,12 @@ class RegistryOps:
     def registry_insert(self, row: Sequence[Any]) -> None:
         """Insert a row given in :data:`REGISTRY_COLUMNS` order."""
         self._run(
-            f"INSERT INTO {REGISTRY} ({_COLS}) VALUES ({','.join('?' * len(REGISTRY_COLUMNS))})",
+            f"INSERT INTO {REGISTRY} ({_COLS}) VALUES ({_marks(len(REGISTRY_COLUMNS))})",
             tuple(row),
         )
 
     def registry_get(self, id: str) -> tuple[Any, ...] | None:
+        """The row of ``id`` in :data:`REGISTRY_COLUMNS` order, or None."""
         return self._one(f"SELECT {_COLS} FROM {REGISTRY} WHERE id = ?", (id,))
 
     def registry_page(
@@ -94,20 +96,19 @@ class RegistryOps:
 
     def registry_known(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` have a registry row."""
-        ids = list(dict.fromkeys(ids))
         found: set[str] = set()
-        for i in range(0, len(ids), _IN_BATCH):
-            batch = ids[i : i + _IN_BATCH]
+        for batch in _batches(list(dict.fromkeys(ids))):
             found.update(
                 r[0]
                 for r in self._all(
-                    f"SELECT id FROM {REGISTRY} WHERE id IN ({','.join('?' * len(batch))})",
+                    f"SELECT id FROM {REGISTRY} WHERE id IN ({_marks(len(batch))})",
                     tuple(batch),
                 )
             )
         return found
 
     def registry_count(self) -> int:
+        """How many sessions the registry holds."""
         row = self._one(f"SELECT count(*) FROM {REGISTRY}")
         return int(row[0]) if row else 0
 
@@ -124,9 +125,11 @@ class RegistryOps:
         return self._registry_update(id, "updated_at = ?", (now,))
 
     def registry_set_name(self, id: str, name: str, now: int) -> bool:
+        """Rename ``id`` and set ``updated_at``; False when there is no such row."""
         return self._registry_update(id, "name = ?, updated_at = ?", (name, now))
 
     def registry_end(self, id: str, reason: str, now: int) -> bool:
+        """Record why ``id`` ended and set ``updated_at``; False when there is no such row."""
         return self._registry_update(id, "end_reason = ?, updated_at = ?", (reason, now))
 
     def registry_add_usage(
@@ -141,6 +144,7 @@ class RegistryOps:
         )
 
     def registry_delete(self, id: str) -> bool:
+        """Delete the row of ``id``; False when there is no such row."""
         if self._one(f"SELECT 1 FROM {REGISTRY} WHERE id = ?", (id,)) is None:
             return False
         self._run(f"DELETE FROM {REGISTRY} WHERE id = ?", (id,))

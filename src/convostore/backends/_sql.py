@@ -25,7 +25,16 @@ from typing import Any
 
 from ..codec import ROW_BUDGET
 from ._registry import RegistryOps
-from .base import CompactionRow, ContentRow, NewRow, PathArrays, PathRow, RowMeta
+from .base import (
+    CompactionRow,
+    ContentRow,
+    NewRow,
+    PathArrays,
+    PathRow,
+    RowMeta,
+    _batches,
+    _marks,
+)
 
 SCHEMA_VERSION = 3
 """The schema this version writes; opening an older database migrates it."""
@@ -38,17 +47,19 @@ AC = "convostore_attachment_chunks"
 AR = "convostore_attachment_refs"
 S = "convostore_session_state"
 
-_IN_BATCH = 500  # ids per IN (...) list, below every engine's parameter limit
 _CONTENT = "id, parent_id, seq, content, content_chunks, created_at"  # a ContentRow
 
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
+def _qualify(alias: str, cols: str) -> str:
+    """The comma-separated columns ``cols`` prefixed with ``alias.``."""
+    return ", ".join(f"{alias}.{c}" for c in cols.split(", "))
 
 
-def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
-    for i in range(0, len(items), _IN_BATCH):
-        yield items[i : i + _IN_BATCH]
+def _newest(cols: str, *, bounded: bool) -> str:
+    """Columns ``cols`` of a session's rows newest first, ``LIMIT ?``; ``bounded`` adds
+    ``seq <= ?``: a range scan of the seq index either way."""
+    bound = " AND seq <= ?" if bounded else ""
+    return f"SELECT {cols} FROM {M} WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT ?"
 
 
 class SqlOps(RegistryOps):
@@ -111,8 +122,7 @@ class SqlOps(RegistryOps):
         per key, whatever its statistics say), never which rows.
         """
         out: list[tuple[Any, ...]] = []
-        for i in range(0, len(keys), _IN_BATCH):
-            batch = keys[i : i + _IN_BATCH]
+        for batch in _batches(keys):
             out.extend(
                 self._all(
                     f"SELECT {cols} FROM {M} WHERE session_id = ? "
@@ -140,7 +150,7 @@ class SqlOps(RegistryOps):
         return [
             ContentRow(*r)
             for r in self._all(
-                f"SELECT {', '.join('m.' + c for c in _CONTENT.split(', '))} FROM {M} m "
+                f"SELECT {_qualify('m', _CONTENT)} FROM {M} m "
                 "WHERE m.session_id = ? AND (m.parent_id IS NULL OR NOT EXISTS ("
                 f"SELECT 1 FROM {M} p WHERE p.session_id = m.session_id "
                 "AND p.id = m.parent_id AND p.seq < m.seq)) ORDER BY m.seq",
@@ -148,21 +158,32 @@ class SqlOps(RegistryOps):
             )
         ]
 
-    def children(self, session_id: str, parent_id: str) -> list[ContentRow]:
-        # Branches come from the partial parent index; the chained child, if any, is the row
-        # right after the parent (a chained row's seq is its parent's + 1, see insert_message).
-        # Two statements sorted here: with one ORDER BY seq a planner may walk the whole
-        # session in seq order instead of probing the parent index.
+    def _child_rows(
+        self, cols: str, session_id: str, parent_ids: Sequence[str]
+    ) -> list[tuple[Any, ...]]:
+        """Columns ``cols`` of the children of ``parent_ids`` (one batch), in no order.
+
+        Branches come from the partial parent index; the chained child, if any, is the row
+        right after its parent (a chained row's seq is its parent's + 1, see insert_message).
+        Two statements, each probing one index; callers sort: with an ORDER BY seq a planner
+        may walk the whole session in seq order instead.
+        """
+        match = "= ?" if len(parent_ids) == 1 else f"IN ({_marks(len(parent_ids))})"
         rows = self._all(
-            f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? AND parent_id = ? AND chained = 0",
-            (session_id, parent_id),
+            f"SELECT {cols} FROM {M} WHERE session_id = ? AND parent_id {match} AND chained = 0",
+            (session_id, *parent_ids),
         )
         rows += self._all(
-            f"SELECT {', '.join('c.' + c for c in _CONTENT.split(', '))} FROM {M} p "
+            f"SELECT {_qualify('c', cols)} FROM {M} p "
             f"JOIN {M} c ON c.session_id = p.session_id AND c.seq = p.seq + 1 "
-            "AND c.parent_id = p.id AND c.chained = 1 WHERE p.session_id = ? AND p.id = ?",
-            (session_id, parent_id),
+            f"AND c.parent_id = p.id AND c.chained = 1 WHERE p.session_id = ? AND p.id {match}",
+            (session_id, *parent_ids),
         )
+        return rows
+
+    def children(self, session_id: str, parent_id: str) -> list[ContentRow]:
+        """The rows whose parent is ``parent_id``, in seq order."""
+        rows = self._child_rows(_CONTENT, session_id, [parent_id])
         return sorted((ContentRow(*r) for r in rows), key=lambda r: r.seq)
 
     # A parent always has a lower seq than its child (it existed when the child was written,
@@ -244,8 +265,8 @@ class SqlOps(RegistryOps):
         anchor = " WHERE session_id = ? AND id = ?"
         walk = self._WALK.format(
             stop=" WHERE p.total <= ?", order=" ORDER BY p.depth",
-            cols=f"p.seq, p.bytes, p.token_estimate, p.total, p.parent_id, "
-            f"{', '.join('m.' + c for c in _CONTENT.split(', '))}",
+            cols="p.seq, p.bytes, p.token_estimate, p.total, p.parent_id, "
+            + _qualify("m", _CONTENT),
             join=f" JOIN {M} m ON m.session_id = ? AND m.id = p.id",
         )
         params: list[Any] = [session_id, leaf_id, session_id, budget, session_id]
@@ -294,9 +315,7 @@ class SqlOps(RegistryOps):
         return [
             (ContentRow(*r[:-1]), r[-1])
             for r in self._all(
-                f"SELECT {_CONTENT}, bytes FROM {M} WHERE session_id = ? "
-                "ORDER BY seq DESC LIMIT ?",
-                (session_id, limit),
+                _newest(f"{_CONTENT}, bytes", bounded=False), (session_id, limit)
             )
         ]
 
@@ -304,21 +323,10 @@ class SqlOps(RegistryOps):
         """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest
         first: a range scan of the seq index."""
         if upto is None:
-            return [
-                ContentRow(*r)
-                for r in self._all(
-                    f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
-                    (session_id, limit),
-                )
-            ]
-        return [
-            ContentRow(*r)
-            for r in self._all(
-                f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? AND seq <= ? "
-                "ORDER BY seq DESC LIMIT ?",
-                (session_id, upto, limit),
-            )
-        ]
+            rows = self._all(_newest(_CONTENT, bounded=False), (session_id, limit))
+        else:
+            rows = self._all(_newest(_CONTENT, bounded=True), (session_id, upto, limit))
+        return [ContentRow(*r) for r in rows]
 
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]:
         return {r[0]: r[1] for r in self._by_key("id, seq", "id", session_id, list(ids))}
@@ -467,19 +475,7 @@ class SqlOps(RegistryOps):
     def children_of(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for batch in _batches(ids):
-            marks = _marks(len(batch))
-            rows = self._all(  # branches: the partial parent index
-                f"SELECT id, parent_id FROM {M} WHERE session_id = ? "
-                f"AND parent_id IN ({marks}) AND chained = 0",
-                (session_id, *batch),
-            )
-            rows += self._all(  # chained children: the row right after each parent
-                f"SELECT c.id, c.parent_id FROM {M} p JOIN {M} c ON c.session_id = p.session_id "
-                "AND c.seq = p.seq + 1 AND c.parent_id = p.id AND c.chained = 1 "
-                f"WHERE p.session_id = ? AND p.id IN ({marks})",
-                (session_id, *batch),
-            )
-            out.extend((r[0], r[1]) for r in rows)
+            out.extend((r[0], r[1]) for r in self._child_rows("id, parent_id", session_id, batch))
         return out
 
     def delete_messages(self, session_id: str, ids: Sequence[str]) -> None:

@@ -10,6 +10,7 @@ splicing, overlays, attachments, budgets) lives in :mod:`convostore.session`, wr
 - :class:`Ops` is what a scope yields: the operations themselves.
 - :class:`AttachmentStore` is the small interface of an out-of-line payload store (a directory,
   or anything with the same methods).
+- ``_marks`` and ``_batches`` split key lists into ``IN (?, ...)`` batches for the shared SQL.
 """
 
 from __future__ import annotations
@@ -18,7 +19,25 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+_T = TypeVar("_T")
+
+# Helpers of the shared SQL, here because both _sql and _registry (which _sql imports) use them.
+
+_IN_BATCH = 500
+"""Most keys in one ``IN (...)`` list, below every engine's parameter limit."""
+
+
+def _marks(n: int) -> str:
+    """``n`` comma-separated ``?`` placeholders."""
+    return ",".join("?" * n)
+
+
+def _batches(items: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    """``items`` in consecutive slices of at most :data:`_IN_BATCH`."""
+    for i in range(0, len(items), _IN_BATCH):
+        yield items[i : i + _IN_BATCH]
 
 
 @dataclass(frozen=True)

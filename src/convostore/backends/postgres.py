@@ -57,8 +57,9 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from ..errors import BackendError, SchemaTooNew, StoreClosed
-from ._sql import AR, SCHEMA_VERSION, M, S, SqlOps, _batches, _marks
-from .base import FtsHit
+from ._legacy_sql import PG_TABLES
+from ._sql import AR, SCHEMA_VERSION, M, S, SqlOps, _qualify
+from .base import FtsHit, _batches, _marks
 
 logger = logging.getLogger("convostore")
 
@@ -181,15 +182,6 @@ _FTS_DDL = [
     )""",
     f"CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON {FTS} USING GIN (tsv)",
 ]
-
-
-# Does the search table exist? Asked of pg_class with the statement's snapshot rather than
-# through to_regclass: inside a transaction the backend's catalog caches may predate a table
-# committed while this writer waited for its lock.
-_FTS_PROBE = (
-    "SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = 'convostore_fts' AND relnamespace = "
-    "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))"
-)
 
 
 # --- small helpers ----------------------------------------------------------------------------
@@ -316,7 +308,7 @@ class PostgresOps(SqlOps):
             return super()._by_key(cols, key, session_id, keys)
         array_type = "bigint" if key == "seq" else "text"
         return self._all(
-            f"SELECT {', '.join('m.' + c for c in cols.split(', '))} "
+            f"SELECT {_qualify('m', cols)} "
             f"FROM unnest(?::{array_type}[]) AS k(v) CROSS JOIN LATERAL "
             f"(SELECT {cols} FROM {M} WHERE session_id = ? AND {key} = k.v LIMIT 1) m",
             (list(keys), session_id),
@@ -346,13 +338,16 @@ class PostgresOps(SqlOps):
     # -- full-text index -----------------------------------------------------------------------
 
     def fts_exists(self) -> bool:
-        if self._fts is None and self._fts_probe is not None:
-            row = self._fts_probe.fetchone()
-            self._fts = bool(row and row[0])
-        if self._fts is not None:
-            return self._fts
-        row = self._one(_FTS_PROBE)
-        return bool(row and row[0])
+        if self._fts is None:
+            if self._fts_probe is not None:
+                found = self._fts_probe.fetchone() is not None
+            else:
+                found = self._one(PG_TABLES, ([FTS],)) is not None
+            # Once there, the table stays; a "no" holds only under a write scope's locks.
+            if found or self._writing:
+                self._fts = found
+            return found
+        return self._fts
 
     def fts_create(self) -> None:
         self._run(_FTS_CONFIG_DDL)
@@ -443,12 +438,14 @@ class PostgresBackend:
         self._path_literal: str | None = None
         self._own_pool = pool is None
         self._closed = False
-        self._fts_seen = False  # once a write scope saw the search table, later ones skip asking
+        self._fts_seen = False  # once a scope saw the search table, write scopes skip asking
         self._local = threading.local()
         self._pool: psycopg_pool.ConnectionPool[Any]
         if pool is not None:
             if not hasattr(pool, "connection"):
-                raise TypeError("pool= needs a psycopg_pool.ConnectionPool")
+                raise TypeError(
+                    f"pool= needs a psycopg_pool.ConnectionPool, not {type(pool).__name__}"
+                )
             self._pool = pool
             self.url = _redact(str(getattr(pool, "conninfo", "") or "postgresql://(pool)"))
             try:
@@ -638,6 +635,8 @@ class PostgresBackend:
                         self._local.ops = None
                         if local:
                             _end(conn, "COMMIT")
+                    if ops._fts:  # the store may never ask a write scope again
+                        self._fts_seen = True
                 finally:
                     self._release_conn(conn, switched)
         except psycopg.Error as exc:
@@ -667,9 +666,7 @@ class PostgresBackend:
                         if self._fts_seen:
                             ops._fts = True  # a search table, once there, stays
                         else:
-                            ops._fts_probe = conn.cursor(row_factory=tuple_row).execute(
-                                _FTS_PROBE
-                            )
+                            ops._fts_probe = ops._run(PG_TABLES, ([FTS],))
                         self._local.ops = ops
                         try:
                             yield ops

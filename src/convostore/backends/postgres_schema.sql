@@ -1,10 +1,10 @@
--- convostore: the PostgreSQL schema, version 2 (the DDL convostore itself runs when it may).
+-- convostore: the PostgreSQL schema, version 3 (the DDL convostore itself runs when it may).
 --
 -- For databases where the application's role may not create tables or schemas. Run this file
 -- once as a role that may, in the schema the application will pass as `schema=` (or in `public`
 -- when it passes none), then grant the application's role its data rights. Opening a store
--- finds the version below and runs no DDL; the first search needs none either, because the
--- search table is created here as well.
+-- finds the version below and runs no DDL; neither the first search nor the session manager's
+-- first write needs any, because the search table and the registry are created here as well.
 --
 --   psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA IF NOT EXISTS convostore'
 --   PGOPTIONS='-c search_path=convostore' psql "$ADMIN_URL" -v ON_ERROR_STOP=1 \
@@ -19,12 +19,13 @@
 --   tables can be distributed by session_id on Citus or another PostgreSQL-compatible engine.
 -- - Nothing here uses CREATE INDEX CONCURRENTLY, so the whole file is one transaction. On a
 --   large existing table, build an index CONCURRENTLY by hand, outside a transaction, instead.
--- - Text keys use the "C" collation: byte order, as SQLite compares them.
+-- - Text keys use the "C" collation: byte order, as SQLite compares them (except the registry's,
+--   whose DDL convostore shares with SQLite).
 -- - Created on a database that already holds messages, the search table starts empty and those
---   messages are not searchable until rewritten; leave the last section out in that case, and
+--   messages are not searchable until rewritten; leave the full-text section out in that case, and
 --   let the first search (by a role that may create tables) build and fill it.
--- - Keep this file in step with _MIGRATIONS and _FTS_* in postgres.py (tests/test_postgres.py
---   compares the two).
+-- - Keep this file in step with _MIGRATIONS and _FTS_* in postgres.py and _DDL in _registry.py
+--   (tests/test_postgres.py compares what each builds).
 
 BEGIN;
 
@@ -145,5 +146,24 @@ CREATE TABLE IF NOT EXISTS convostore_fts (
     PRIMARY KEY (session_id, id)
 );
 CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON convostore_fts USING GIN (tsv);
+
+-- session registry (otherwise created by SessionManager's first write) -------------------------
+
+-- One row per managed session (convostore.manager); times in epoch milliseconds. The listing
+-- reads it most recently updated first.
+CREATE TABLE IF NOT EXISTS convostore_registry (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    parent_session_id TEXT,
+    model TEXT,
+    source TEXT,
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0,
+    end_reason TEXT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS convostore_registry_updated ON convostore_registry (updated_at, id);
 
 COMMIT;
