@@ -259,6 +259,20 @@ def test_budgets_recent_history_with_honest_truncation(store: Sessions) -> None:
     assert len(exact.messages) == 6 and not exact.truncated
 
 
+def test_recent_history_reads_the_content_of_the_window_only(
+    store: Sessions, rows_read: list[int]
+) -> None:
+    """The budget bounds what is read: sizes are probed without content, so a budget that
+    holds one large message reads one row's content, not the probe's 32."""
+    s = store.session()
+    for i in range(40):
+        s.append_message(text(f"big{i}", str(i % 10) * 100_000))
+    rows_read[0] = 0
+    got = s.get_recent_history(150_000)
+    assert ids(got.messages) == ["big39"] and got.truncated
+    assert rows_read[0] == 1
+
+
 def test_recent_history_plans_overlays_over_the_window_only(store: Sessions) -> None:
     s = store.session()
     for i in range(6):

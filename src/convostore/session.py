@@ -789,34 +789,33 @@ class Session:
     def _linear_suffix(
         self, ops: Ops, budget: int
     ) -> tuple[str | None, PathArrays, str | None, list[ContentRow]] | None:
-        """The active leaf's budget window by one range read, when the newest rows form a
-        chain (each row's parent the row just below it); None when they do not."""
-        limit = _LINEAR_PROBE_ROWS
-        sized = ops.sized_rows_below(self.session_id, limit)
+        """The active leaf's budget window by range reads, when the newest rows form a chain
+        (each row's parent the row just below it); None when they do not.
+
+        The sizes come first, without content, so only the window's content is read."""
+        sized = ops.newest_sizes(self.session_id, _LINEAR_PROBE_ROWS)
         if not sized:
             return None, PathArrays(array("q"), array("q"), array("q")), None, []
         window = PathArrays(array("q"), array("q"), array("q"))
-        rows: list[ContentRow] = []
         used = 0
         beyond: str | None = None
-        for i, (row, size) in enumerate(sized):
-            if i and sized[i - 1][0].parent_id != row.id:
+        for i, (mid, _parent, seq, size) in enumerate(sized):
+            if i and sized[i - 1][1] != mid:
                 return None  # the chain jumps: not a linear run
             if i and used + size > budget:
-                beyond = row.id
+                beyond = mid
                 break
             used += size
-            window.seqs.append(row.seq)
+            window.seqs.append(seq)
             window.bytes.append(size)
             window.tokens.append(0)
-            rows.append(row)
         else:
-            if sized[-1][0].parent_id is not None:
+            if sized[-1][1] is not None:
                 return None  # the window may go on below what was read: let the walk decide
         window.seqs.reverse()
         window.bytes.reverse()
-        rows.reverse()
-        return sized[0][0].id, window, beyond, rows
+        rows = ops.content_rows_by_seq(self.session_id, list(window.seqs))
+        return sized[0][0], window, beyond, rows
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
         """Per-row stored bytes and stamped token estimates of the raw path; no content read."""

@@ -310,13 +310,13 @@ class SqlOps(RegistryOps):
         rows.reverse()
         return leaf, out, beyond, rows
 
-    def sized_rows_below(self, session_id: str, limit: int) -> list[tuple[ContentRow, int]]:
-        """The ``limit`` newest rows of a session with their stored bytes, newest first."""
+    def newest_sizes(self, session_id: str, limit: int) -> list[tuple[str, str | None, int, int]]:
+        """(id, parent_id, seq, stored bytes) of the ``limit`` newest rows, newest first; no
+        content is read."""
         return [
-            (ContentRow(*r[:-1]), r[-1])
-            for r in self._all(
-                _newest(f"{_CONTENT}, bytes", bounded=False), (session_id, limit)
-            )
+            (r[0], r[1], r[2], r[3])
+            for r in self._all(_newest("id, parent_id, seq, bytes", bounded=False),
+                               (session_id, limit))
         ]
 
     def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]:
