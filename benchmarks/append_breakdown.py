@@ -19,6 +19,7 @@ The targets are checked by ``append.py``, which uses medians.
 
     python benchmarks/append_breakdown.py                    # FULL, a session of 20,000
     python benchmarks/append_breakdown.py --durability normal --size 100000
+    python benchmarks/append_breakdown.py --autocheckpoint 1000   # the store at SQLite's default
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=20_000, help="messages in convostore's session")
     ap.add_argument("--appends", type=int, default=1000, help="appends per timed run")
     ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--autocheckpoint", type=int, metavar="PAGES",
+                    help="the store's wal_autocheckpoint (default: the store's own, "
+                    "convostore.backends.sqlite.WAL_AUTOCHECKPOINT_PAGES)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="convostore-breakdown-") as tmp:
@@ -97,6 +101,8 @@ def main() -> int:
         spent: dict[str, dict[str, float]] = {"raw": {}, "raw + index": {}, "convostore": {}}
         store = Sessions.open(path, durability=args.durability)  # type: ignore[arg-type]
         backend: Any = store._backend  # the diagnostic reaches into the engine on purpose
+        if args.autocheckpoint is not None:
+            backend._conn.execute(f"PRAGMA wal_autocheckpoint = {int(args.autocheckpoint)}")
         backend._conn = backend._ops._conn = TimedConnection(backend._conn, spent["convostore"])
         raw = raw_connection(os.path.join(tmp, "raw.db"), args.durability)
         ordered = raw_connection(os.path.join(tmp, "ordered.db"), args.durability)
@@ -115,8 +121,10 @@ def main() -> int:
         total = {name: sum(times) for name, times in secs.items()}
 
         count = n * repeats
-        print(f"durability {args.durability}, convostore session of {args.size:,}; "
-              f"{repeats} runs of {n} appends each, in turns; microseconds per append\n")
+        checkpoint = backend._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        print(f"durability {args.durability}, convostore session of {args.size:,} "
+              f"(WAL checkpoint every {checkpoint} pages); {repeats} runs of {n} appends each, "
+              "in turns; microseconds per append\n")
         columns = (*_STEPS, "other SQL")
         print(f"{'writer':<12} {'total':>7} {'vs raw':>7} "
               + " ".join(f"{c:>9}" for c in columns) + f" {'Python':>7}")

@@ -86,9 +86,10 @@ WAL_AUTOCHECKPOINT_PAGES = 4000
 
 Each such checkpoint syncs the database file, and a page written by many commits in between
 (the right edge of an index, the newest table page) is copied once: with a message of a few KB
-dirtying five or six pages, 1,000 pages meant a checkpoint every ~200 appends. 4,000 (a WAL of
-up to ~16 MB, reused once grown) gave about 10% more appends per second in both durability
-modes once the WAL had grown; one wal-index table still covers it, so reads cost the same."""
+dirtying about five pages, 1,000 pages meant a checkpoint every ~200 appends. With 4,000 (a WAL
+of up to ~16 MB, reused once grown) appends ran at 0.71-0.75 of the raw baseline against
+0.64-0.65 with 1,000 (``benchmarks/append_breakdown.py --durability normal --autocheckpoint N``,
+two runs each); one wal-index table still covers it, so reads cost the same."""
 
 _META = "CREATE TABLE IF NOT EXISTS convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
