@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import codec
+from ._windows import pack
 from .backends._legacy_sql import (
     CHAT_MESSAGES,
     LEGACY_COMPACTIONS,
@@ -129,16 +130,7 @@ def windows(
 ) -> Iterator[list[tuple[str, int, Any]]]:
     """Consecutive windows of ``(id, bytes, created_at)`` rows: at most ``max_rows`` rows and
     ``max_bytes`` bytes each, never empty (a row larger than the limit goes alone)."""
-    window: list[tuple[str, int, Any]] = []
-    used = 0
-    for row in rows:
-        if window and (len(window) >= max_rows or used + row[1] > max_bytes):
-            yield window
-            window, used = [], 0
-        window.append(row)
-        used += row[1]
-    if window:
-        yield window
+    return pack(rows, lambda row: row[1], max_rows, max_bytes)
 
 
 def _lift_chat(store: Sessions) -> None:

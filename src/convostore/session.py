@@ -9,6 +9,7 @@ The backend only runs SQL.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import inspect
 import logging
 import math
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import codec
 from ._overlays import Span, plan_overlays, position, synthetic_message
+from ._windows import pack
 from .backends.base import CompactionRow, ContentRow, NewRow, Ops, PathArrays, RowMeta
 from .compaction import COMPACTION_PREFIX, CompactionFunction, coerce_compact_result
 from .errors import NoCompactionFunction
@@ -556,30 +558,28 @@ class Session:
         """Yield path[start:] oldest first, spans as synthetic messages, rows in bounded windows."""
         i, n = start, len(path)
         span_at = {s.start: s for s in spans if s.start >= start}
+        starts = sorted(span_at)
         while i < n:
             span = span_at.get(i)
             if span is not None:
                 yield synthetic_message(span.record)
                 i = span.end + 1
                 continue
-            window: list[int] = []
-            size = 0
-            while i < n and i not in span_at and len(window) < WINDOW_ROWS:
-                b = path.bytes[i]
-                if window and size + b > WINDOW_BYTES:
-                    break
-                window.append(path.seqs[i])
-                size += b
-                i += 1
-            with self._store._backend.read() as ops:
-                rows = ops.content_rows_by_seq(self.session_id, window)
-                by_seq = {r.seq: r.id for r in rows}
-                hydrated = self._hydrate(ops, rows)
-            del rows
-            for seq in window:
-                mid = by_seq.get(seq)
-                if mid is not None and mid in hydrated:
-                    yield hydrated.pop(mid)
+            after = bisect.bisect_right(starts, i)
+            stop = starts[after] if after < len(starts) else n  # the rows up to the next span
+            for positions in pack(range(i, stop), path.bytes.__getitem__, WINDOW_ROWS,
+                                  WINDOW_BYTES):
+                window = [path.seqs[k] for k in positions]
+                with self._store._backend.read() as ops:
+                    rows = ops.content_rows_by_seq(self.session_id, window)
+                    by_seq = {r.seq: r.id for r in rows}
+                    hydrated = self._hydrate(ops, rows)
+                del rows
+                for seq in window:
+                    mid = by_seq.get(seq)
+                    if mid is not None and mid in hydrated:
+                        yield hydrated.pop(mid)
+            i = stop
 
     def history(
         self, *, leaf_id: str | None = None, newest_first: bool = False
