@@ -428,6 +428,11 @@ def test_recent_history_truncation_edges(store: Sessions) -> None:
     root = s.get_recent_history(10)
     assert ids(root.messages) == ["root2"] and not root.truncated
     assert root.total_content_bytes == s.get_history_row_stats()[0].bytes
+    # The same edges by an explicit leaf: the parent-link walk, not the linear shortcut.
+    named = s.get_recent_history(10, leaf_id="child")
+    assert ids(named.messages) == ["child"] and named.truncated
+    named_root = s.get_recent_history(10, leaf_id="only")
+    assert ids(named_root.messages) == ["only"] and not named_root.truncated
 
 
 def test_recent_history_total_follows_writes(store: Sessions) -> None:

@@ -192,13 +192,18 @@ class SqlOps(RegistryOps):
     _WALK = (
         "WITH RECURSIVE p(id, parent_id, seq, role, bytes, token_estimate, depth, total) AS ("
         f" SELECT id, parent_id, seq, role, bytes, token_estimate, 0, bytes FROM {M}"
-        " WHERE session_id = ? AND id = ?"
+        "{start}"
         " UNION ALL"
         " SELECT m.id, m.parent_id, m.seq, m.role, m.bytes, m.token_estimate, p.depth + 1,"
         " p.total + m.bytes"
         f" FROM p JOIN {M} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
         "{stop})"
         " SELECT {cols} FROM p{join}{order}"
+    )
+    _FROM_ID = " WHERE session_id = ? AND id = ?"  # the walk's start: a row by id...
+    _FROM_TAIL = (  # ...or the session's newest row (its active leaf)
+        f" WHERE session_id = ? AND id = (SELECT id FROM {M} WHERE session_id = ? "
+        "ORDER BY seq DESC LIMIT 1)"
     )
 
     def path(self, session_id: str, leaf_id: str) -> PathArrays:
@@ -209,7 +214,8 @@ class SqlOps(RegistryOps):
         # No ORDER BY: a walk up a chain produces its rows leaf first, one per step, so
         # reversing them is cheaper than having the engine sort the whole path.
         sql = self._WALK.format(
-            stop="", order="", join="", cols="seq, bytes, token_estimate, depth"
+            start=self._FROM_ID, stop="", order="", join="",
+            cols="seq, bytes, token_estimate, depth",
         )
         rows = self._run(sql, (session_id, leaf_id, session_id))
         out = PathArrays(array("q"), array("q"), array("q"))
@@ -236,7 +242,7 @@ class SqlOps(RegistryOps):
     def path_rows(self, session_id: str, leaf_id: str) -> list[PathRow]:
         """The path root → leaf with ids and roles (for row stats)."""
         sql = self._WALK.format(
-            stop="", order=" ORDER BY depth DESC", join="",
+            start=self._FROM_ID, stop="", order=" ORDER BY depth DESC", join="",
             cols="id, parent_id, role, bytes, token_estimate, seq",
         )
         return [PathRow(*r) for r in self._all(sql, (session_id, leaf_id, session_id))]
@@ -244,7 +250,7 @@ class SqlOps(RegistryOps):
     def walk_up(self, session_id: str, leaf_id: str, stop_id: str, limit: int) -> list[PathRow]:
         """Rows from ``leaf_id`` up to and including ``stop_id`` (leaf first), at most ``limit``."""
         sql = self._WALK.format(
-            stop=" WHERE p.id <> ? AND p.depth < ?",
+            start=self._FROM_ID, stop=" WHERE p.id <> ? AND p.depth < ?",
             order=" ORDER BY depth", join="",
             cols="id, parent_id, role, bytes, token_estimate, seq",
         )
@@ -260,31 +266,24 @@ class SqlOps(RegistryOps):
 
         ``leaf_id`` None means the active leaf. Returns (the leaf's id, the window root → leaf,
         the id of the first older row that did not fit or None when the window reaches a root,
-        the window's rows). The leaf is always included. One statement.
+        the window's rows). The leaf is always included. One statement: the walk goes on from
+        every row that fits, and from the leaf even when it alone does not, so the first row
+        that does not fit comes out too, as ``beyond``.
         """
-        anchor = " WHERE session_id = ? AND id = ?"
         walk = self._WALK.format(
-            stop=" WHERE p.total <= ?", order=" ORDER BY p.depth",
-            cols="p.seq, p.bytes, p.token_estimate, p.total, p.parent_id, "
-            + _qualify("m", _CONTENT),
+            start=self._FROM_ID if leaf_id else self._FROM_TAIL,
+            stop=" WHERE (p.total <= ? OR p.depth = 0)", order=" ORDER BY p.depth",
+            cols="p.seq, p.bytes, p.token_estimate, p.total, " + _qualify("m", _CONTENT),
             join=f" JOIN {M} m ON m.session_id = ? AND m.id = p.id",
         )
-        params: list[Any] = [session_id, leaf_id, session_id, budget, session_id]
-        if leaf_id is None:
-            walk = walk.replace(
-                anchor,
-                f" WHERE session_id = ? AND id = (SELECT id FROM {M} WHERE session_id = ? "
-                "ORDER BY seq DESC LIMIT 1)", 1,
-            )
-            params[1] = session_id
+        params = (session_id, leaf_id or session_id, session_id, budget, session_id)
         out = PathArrays(array("q"), array("q"), array("q"))
         rows: list[ContentRow] = []
         beyond: str | None = None
         leaf: str | None = None
-        last_parent: str | None = None
         for r in self._all(walk, params):
-            seq, size, tokens, total, parent = r[0], r[1], r[2], r[3], r[4]
-            row = ContentRow(*r[5:])
+            seq, size, tokens, total = r[0], r[1], r[2], r[3]
+            row = ContentRow(*r[4:])
             if leaf is None:
                 leaf = row.id
             elif total > budget:
@@ -294,16 +293,6 @@ class SqlOps(RegistryOps):
             out.bytes.append(size)
             out.tokens.append(tokens)
             rows.append(row)
-            last_parent = parent
-        else:
-            if len(out.seqs) == 1 and out.bytes[0] > budget and last_parent is not None:
-                # the leaf alone is over budget: is there an older row?
-                found = self._one(
-                    f"SELECT seq FROM {M} WHERE session_id = ? AND id = ?",
-                    (session_id, last_parent),
-                )
-                if found is not None and found[0] < out.seqs[0]:
-                    beyond = last_parent
         out.seqs.reverse()
         out.bytes.reverse()
         out.tokens.reverse()
