@@ -8,7 +8,7 @@ written against :class:`~convostore.Sessions` exercises the async layer unchange
 
 Two things pass through to the sync objects, on purpose:
 
-- private attributes (``store._backend``): tests poke the engine, not the API;
+- private attributes: tests poke the engine through them, not the API;
 - calls made on one of the store's worker threads, i.e. from a plain change listener: the sync
   API runs those on the writing thread, and waiting for the worker from the worker would hang.
 """
@@ -93,7 +93,7 @@ class BlockingSessions(_Blocking):
         # One wrapper per async handle (kept on it), so `store.session(x) is store.session(x)`.
         wrapped: _Blocking | None = getattr(handle, "_blocking_face", None)
         if wrapped is None:
-            wrapped = _Blocking(handle, handle._session)
+            wrapped = _Blocking(handle, handle.sync)
             handle._blocking_face = wrapped  # type: ignore[attr-defined]
         return wrapped
 
@@ -133,4 +133,4 @@ def blocking_open(url: Any = None, **options: Any) -> BlockingSessions:
         return await AsyncSessions.open(url, **options)
 
     inner = _wait(opening())
-    return BlockingSessions(inner, inner._sync)
+    return BlockingSessions(inner, inner.sync)

@@ -37,7 +37,7 @@ def image(id: str, data: bytes, media_type: str = "image/png") -> dict[str, Any]
 
 
 def stored_row(store: Sessions, session_id: str, id: str) -> str:
-    with store._backend.read() as ops:
+    with store.core.backend.read() as ops:
         meta = ops.row_meta(session_id, id)
         assert meta is not None
         rows = ops.content_rows_by_seq(session_id, [meta.seq])
@@ -45,13 +45,13 @@ def stored_row(store: Sessions, session_id: str, id: str) -> str:
 
 
 def refs(store: Sessions) -> int:
-    with store._backend.read() as ops:
+    with store.core.backend.read() as ops:
         row = ops._one("SELECT count(*) FROM convostore_attachment_refs")  # type: ignore[attr-defined]
     return int(row[0])
 
 
 def payload_chunks(store: Sessions) -> int:
-    with store._backend.read() as ops:
+    with store.core.backend.read() as ops:
         row = ops._one("SELECT count(*) FROM convostore_attachment_chunks")  # type: ignore[attr-defined]
     return int(row[0])
 

@@ -194,7 +194,7 @@ def seed_branches(db: LegacyDb) -> None:
 
 
 def seqs(store: Sessions, session_id: str, names: list[str]) -> dict[str, int]:
-    with store._backend.read() as ops:
+    with store.core.backend.read() as ops:
         return dict(ops.seqs_of(session_id, names))
 
 

@@ -50,7 +50,7 @@ def tick() -> None:
 
 
 def registry_exists(store: Any) -> bool:
-    with store._backend.read() as ops:
+    with store.core.backend.read() as ops:
         return bool(ops.registry_exists())
 
 

@@ -84,7 +84,7 @@ def test_durability_modes(tmp_path: Path) -> None:
     for mode in ("normal", "full"):
         with Sessions.open(str(tmp_path / f"{mode}.db"), durability=mode) as store:  # type: ignore[arg-type]
             store.session().append_message(text("a", "x"))
-            with store._backend.read() as ops:
+            with store.core.backend.read() as ops:
                 sync = ops._one("PRAGMA synchronous")  # type: ignore[attr-defined]
                 journal = ops._one("PRAGMA journal_mode")  # type: ignore[attr-defined]
                 interval = ops._one("PRAGMA wal_autocheckpoint")  # type: ignore[attr-defined]
@@ -155,7 +155,7 @@ def test_a_failed_write_rolls_back_and_frees_the_store(tmp_path: Path) -> None:
 
     store = Sessions.open(str(tmp_path / "c.db"))
     s = store.session()
-    backend = store._backend  # type: ignore[attr-defined]
+    backend = store.core.backend  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError), backend.write("") as ops:
         ops._run(  # a row goes in, then the body fails
             "INSERT INTO convostore_messages (session_id, id, seq, role, created_at, "

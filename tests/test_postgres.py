@@ -122,7 +122,7 @@ def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
 def test_the_store_closes_the_pool_it_created(spec: BackendSpec) -> None:
     store = Sessions.open(spec.url, **spec.options)
     store.session().append_message(text("a", "x"))
-    pool = store._backend._pool  # type: ignore[attr-defined]
+    pool = store.core.backend._pool  # type: ignore[attr-defined]
     store.close()
     assert pool.closed
     store.close()  # idempotent
@@ -135,7 +135,7 @@ def test_a_url_password_never_shows(spec: BackendSpec) -> None:
     url = f"postgresql://{user}:s3cret-pw@{host}"  # trust auth ignores the password
     with Sessions.open(url, **spec.options) as store:
         assert "s3cret-pw" not in repr(store)
-        assert "s3cret-pw" not in store._backend.url
+        assert "s3cret-pw" not in store.core.backend.url
 
 
 def test_an_unreachable_server_is_a_backend_error() -> None:
@@ -383,7 +383,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
 
     schema = spec.options["schema"]
     with Sessions.open(spec.url, schema=schema, pool_size=1) as store:
-        backend: Any = store._backend
+        backend: Any = store.core.backend
         # With the search table known, a write scope sends no catalog query of its own before
         # ours (scanning pg_class would refresh the caches by locking it).
         store.search("anything")
@@ -425,7 +425,7 @@ def test_a_search_table_found_by_a_read_stops_the_probe_of_later_writes(
         store.session().append_message(text("a", "indexed words"))
         store.search("indexed")  # creates the search table
     with Sessions.open(spec.url, **spec.options) as store:
-        backend: Any = store._backend
+        backend: Any = store.core.backend
         assert [r.id for r in store.search("indexed")] == ["a"]
         s = store.session()
         s.append_message(text("b", "more"))
@@ -445,7 +445,7 @@ def test_driver_errors_are_backend_errors_and_roll_back(spec: BackendSpec) -> No
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
         s.append_message(text("a", "kept"))
-        backend: Any = store._backend
+        backend: Any = store.core.backend
         with pytest.raises(BackendError) as info, backend.write("") as ops:
             ops._run("DELETE FROM convostore_messages")
             ops._one("SELECT 1 / 0")
@@ -461,7 +461,7 @@ def test_an_interrupt_is_not_wrapped_and_rolls_back(spec: BackendSpec) -> None:
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
         s.append_message(text("a", "kept"))
-        backend: Any = store._backend
+        backend: Any = store.core.backend
         with pytest.raises(KeyboardInterrupt), backend.write("") as ops:
             ops._run("DELETE FROM convostore_messages")
             raise KeyboardInterrupt
@@ -475,7 +475,7 @@ def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
 ) -> None:
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
-        with store._backend.write("") as ops:
+        with store.core.backend.write("") as ops:
             assert ops.tail("") is None
             with pytest.raises(BackendError, match="already open"):
                 s.append_message(text("a", "x"))

@@ -144,7 +144,7 @@ def test_reads_a_50000_message_branch(store: Sessions) -> None:
 def test_skips_a_corrupted_row_without_dropping_others(store: Sessions) -> None:
     chain(store, 60)
     s = store.session()
-    backend = store._backend
+    backend = store.core.backend
     with backend.write(None) as ops:
         ops._run(  # type: ignore[attr-defined]
             "UPDATE convostore_messages SET content = ? WHERE session_id = ? AND id = ?",

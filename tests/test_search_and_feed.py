@@ -12,7 +12,7 @@ from convostore import ChangeEvent, Sessions
 
 
 def fts_tables(store: Sessions) -> bool:
-    with store._backend.read() as ops:
+    with store.core.backend.read() as ops:
         return ops.fts_exists()
 
 

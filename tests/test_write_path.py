@@ -237,7 +237,7 @@ def test_child_lookups_search_indexes_never_scan_the_session(tmp_path: Any) -> N
     for i in range(30):
         s.append_message(text(f"m{i}", "x"))
     s.append_message(text("fork", "x"), parent_id="m3")
-    conn = store._backend._conn  # type: ignore[attr-defined]
+    conn = store.core.backend._conn  # type: ignore[attr-defined]
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     s.get_branches("m3")

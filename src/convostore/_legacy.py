@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import codec
+from ._search import backfill
 from ._windows import pack
 from .backends._legacy_sql import (
     CHAT_MESSAGES,
@@ -46,11 +47,13 @@ from .backends._legacy_sql import (
     LEGACY_REGISTRY,
     legacy_sql,
 )
+from .backends.base import Backend
 from .errors import ConvostoreError
 from .model import Message
 
 if TYPE_CHECKING:
-    from .store import Sessions
+    from ._core import StoreCore
+    from .session import Session
 
 logger = logging.getLogger("convostore")
 
@@ -62,18 +65,22 @@ CHAT_WINDOW_BYTES = 4 * 1024 * 1024
 _TRIGGERS = (LEGACY_MESSAGES, LEGACY_COMPACTIONS, CHAT_MESSAGES)
 
 
-def lift(store: Sessions) -> None:
-    """Lift every legacy table found in the store's database; called once per open."""
-    backend = store._backend
+def lift(core: StoreCore, session: Callable[[str], Session]) -> None:
+    """Lift every legacy table found in the store's database; called once per open.
+
+    :param session: the store's handle factory (the chat transcript is imported through the
+        default session's ``import_message``).
+    """
+    backend = core.backend
     try:
         with backend.read() as ops:
             present = legacy_sql(ops).existing(ops, _TRIGGERS)
         if not present:
             return
         if LEGACY_MESSAGES in present or LEGACY_COMPACTIONS in present:
-            _lift_sessions(store)
+            _lift_sessions(backend)
         if CHAT_MESSAGES in present:
-            _lift_chat(store)
+            _lift_chat(backend, session(""))
     except Exception:
         logger.exception("lifting the legacy tables of %s failed; retried on the next open",
                          backend.url)
@@ -82,10 +89,8 @@ def lift(store: Sessions) -> None:
 # --- v0.17 sessions ----------------------------------------------------------------------------
 
 
-def _lift_sessions(store: Sessions) -> None:
-    from .store import _backfill  # the store's index backfill (store imports this module)
-
-    with store._backend.write(None) as ops:
+def _lift_sessions(backend: Backend) -> None:
+    with backend.write(None) as ops:
         sql = legacy_sql(ops)
         # Again inside the transaction: another process may have lifted them meanwhile.
         present = sql.existing(
@@ -117,7 +122,7 @@ def _lift_sessions(store: Sessions) -> None:
             if table in present:
                 sql.drop(ops, table)
         if lifted_messages and ops.fts_exists():
-            _backfill(ops)  # an index built before this lift must learn the lifted rows
+            backfill(ops)  # an index built before this lift must learn the lifted rows
 
 
 # --- AIChatAgent's transcript ------------------------------------------------------------------
@@ -133,12 +138,10 @@ def windows(
     return pack(rows, lambda row: row[1], max_rows, max_bytes)
 
 
-def _lift_chat(store: Sessions) -> None:
-    backend = store._backend
+def _lift_chat(backend: Backend, session: Session) -> None:
     with backend.read() as ops:
         sql = legacy_sql(ops)
         order = sql.chat_order(ops)
-    session = store.session("")
     imported = skipped = 0
     parent: str | None = None
     last_ms: int | None = None

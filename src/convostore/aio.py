@@ -16,7 +16,7 @@ Threads
 
 Callbacks
     Change listeners, compaction functions and ``on_compaction_error`` handlers may be
-    ``async``. The core hands what they return to ``store._await``, which for an async store
+    ``async``. The core hands what they return to its awaiter, which for an async store
     submits it to the event loop that opened the store and waits on the worker thread for the
     result, so async callbacks run on your loop (where your model client lives) and the loop
     thread is never blocked. Plain listeners run on the worker thread, as in the sync API. While
@@ -36,26 +36,25 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import functools
 import inspect
 import logging
 import os
-import threading
 from collections.abc import (
     AsyncIterator,
-    Awaitable,
     Callable,
     Coroutine,
     Generator,
     Iterable,
-    Iterator,
     Sequence,
 )
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
+from ._core import Listener, StoreCore
+from ._history import WINDOW_BYTES
+from ._worker import Worker, WorkerIterator
 from .compaction import CompactFunction, CompactionFunction
-from .errors import ConvostoreError, StoreClosed
+from .errors import ConvostoreError
 from .model import (
     UNSET,
     AppendResult,
@@ -64,21 +63,18 @@ from .model import (
     RecentHistory,
     RowStat,
     SearchResult,
+    Source,
     StorageStats,
     StoredCompaction,
+    Unset,
 )
-from .session import WINDOW_BYTES, Session
-from .store import Listener, Sessions, SessionSummary, _parse_url
+from .session import Session
+from .store import Sessions, SessionSummary, _parse_url
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")
 
 T = TypeVar("T")
-
-_SPARE_THREADS = 8
-"""Threads that serve calls made while every worker waits for a callback on the loop."""
-_LOOP_POLL = 0.5
-"""Seconds between checks that the owning loop still runs while a worker waits on it."""
 
 
 class AsyncSessions:
@@ -104,16 +100,10 @@ class AsyncSessions:
         :param workers: how many threads ``executor`` has.
         """
         self._sync = sync
-        self._loop = loop
-        self._executor = executor
-        self._workers = workers
-        self._spare: concurrent.futures.ThreadPoolExecutor | None = None
-        self._parked = 0
-        self._lock = threading.Lock()
+        self._worker = Worker(loop, executor, workers)
         self._handles: dict[str, AsyncSession] = {}
-        self._closing = False
         self._close_future: asyncio.Future[None] | None = None
-        sync._await = self._await_on_loop
+        sync.core.awaiter = self._worker.await_on_loop
 
     @classmethod
     def open(
@@ -187,26 +177,44 @@ class AsyncSessions:
         await it inside one of the store's own async callbacks: it waits for that callback.)
         """
         if self._close_future is None:
-            self._closing = True
+            self._worker.closing = True
             self._close_future = asyncio.get_running_loop().run_in_executor(None, self._shutdown)
         await asyncio.shield(self._close_future)
 
     def _shutdown(self) -> None:
         # Blocking, off the loop: drain every worker, then close the connections.
-        self._executor.shutdown(wait=True)
-        if self._spare is not None:
-            self._spare.shutdown(wait=True)
+        self._worker.shutdown()
         self._sync.close()
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
-        return self._closing or self._sync.closed
+        return self._worker.closing or self._sync.closed
 
     @property
     def capabilities(self) -> frozenset[str]:
         """What the backend can do beyond the common API (see :attr:`Sessions.capabilities`)."""
         return self._sync.capabilities
+
+    @property
+    def core(self) -> StoreCore:
+        """The core of the wrapped sync store (see :attr:`Sessions.core`)."""
+        return self._sync.core
+
+    @property
+    def sync(self) -> Sessions:
+        """The sync :class:`~convostore.Sessions` this store wraps. Its calls block: from async
+        code, run them with :meth:`run_sync`."""
+        return self._sync
+
+    async def run_sync(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run a blocking call (typically of :attr:`sync`) on the store's worker threads.
+
+        How convostore's own async layers (the session manager, integrations) run several sync
+        steps as one call. Shielded like every call: a cancelled caller leaves it running to
+        completion.
+        """
+        return await self._worker.run(functools.partial(fn, *args, **kwargs))
 
     @property
     def reserved_metadata_keys(self) -> tuple[str, ...]:
@@ -226,7 +234,7 @@ class AsyncSessions:
         """
         handle = self._sync.session(session_id)
         cached = self._handles.get(session_id)
-        if cached is None or cached._session is not handle:
+        if cached is None or cached.sync is not handle:
             cached = self._handles.setdefault(session_id, AsyncSession(self, handle))
         return cached
 
@@ -241,75 +249,15 @@ class AsyncSessions:
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Async twin of :meth:`Sessions.search`."""
-        return await self._run(functools.partial(self._sync.search, query, limit=limit))
+        return await self._worker.run(functools.partial(self._sync.search, query, limit=limit))
 
     async def storage_stats(self) -> StorageStats:
         """Async twin of :meth:`Sessions.storage_stats`."""
-        return await self._run(self._sync.storage_stats)
+        return await self._worker.run(self._sync.storage_stats)
 
     async def list_sessions(self) -> list[SessionSummary]:
         """Async twin of :meth:`Sessions.list_sessions`."""
-        return await self._run(self._sync.list_sessions)
-
-    # --- running calls ------------------------------------------------------------------------
-
-    def _submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """Start ``fn`` on a worker, in the caller's context; the future is not shielded."""
-        if self._closing:
-            raise StoreClosed("the store is closed")
-        with self._lock:
-            parked = self._parked >= self._workers
-        executor = self._spare_executor() if parked else self._executor
-        context = contextvars.copy_context()
-        return asyncio.get_running_loop().run_in_executor(
-            executor, functools.partial(context.run, fn)
-        )
-
-    async def _run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on a worker; a cancelled caller leaves it running to completion."""
-        return await asyncio.shield(self._submit(fn))
-
-    def _spare_executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        with self._lock:
-            if self._spare is None:
-                self._spare = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=_SPARE_THREADS, thread_name_prefix="convostore-spare"
-                )
-            return self._spare
-
-    def _await_on_loop(self, awaitable: Awaitable[Any]) -> Any:
-        """The core's ``_await``: run an awaitable on the owning loop and wait here (a worker)."""
-        loop = self._loop
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        coroutine = _as_coroutine(awaitable)
-        if running is loop or loop.is_closed():
-            coroutine.close()
-            _discard(awaitable)
-            raise RuntimeError(
-                "an async callback of an AsyncSessions store cannot run: "
-                + ("its event loop is closed" if loop.is_closed() else "called on its loop")
-            )
-        with self._lock:
-            self._parked += 1
-        try:
-            future = asyncio.run_coroutine_threadsafe(coroutine, loop)
-            while True:
-                try:
-                    return future.result(timeout=_LOOP_POLL)
-                except concurrent.futures.TimeoutError:
-                    if not loop.is_running():
-                        future.cancel()
-                        raise RuntimeError(
-                            "the event loop of an AsyncSessions store stopped while an async "
-                            "callback was pending"
-                        ) from None
-        finally:
-            with self._lock:
-                self._parked -= 1
-
+        return await self._worker.run(self._sync.list_sessions)
 
 class AsyncSession:
     """Async twin of :class:`~convostore.Session`: every method awaited, same names and options.
@@ -326,6 +274,7 @@ class AsyncSession:
         :param session: the sync handle every call is delegated to.
         """
         self._store = store
+        self._worker = store._worker
         self._session = session
 
     def __repr__(self) -> str:
@@ -336,8 +285,18 @@ class AsyncSession:
         """The session's id (``""`` is the default session)."""
         return self._session.session_id
 
+    @property
+    def store(self) -> AsyncSessions:
+        """Async twin of :meth:`Session.store`: the async store this handle belongs to."""
+        return self._store
+
+    @property
+    def sync(self) -> Session:
+        """The sync :class:`~convostore.Session` handle this one wraps (its calls block)."""
+        return self._session
+
     async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        return await self._store._run(functools.partial(fn, *args, **kwargs))
+        return await self._worker.run(functools.partial(fn, *args, **kwargs))
 
     # --- configuration (plain, chainable) ------------------------------------------------------
 
@@ -367,17 +326,21 @@ class AsyncSession:
     # --- writes -------------------------------------------------------------------------------
 
     async def append_message(
-        self, message: Message, parent_id: str | None = UNSET, *, source: str = "server"
+        self, message: Message, parent_id: str | None | Unset = UNSET, *,
+        source: Source = "server",
     ) -> AppendResult:
         """Async twin of :meth:`Session.append_message`."""
         return await self._call(self._session.append_message, message, parent_id, source=source)
 
-    async def update_message(self, message: Message, *, source: str = "server") -> Message | None:
+    async def update_message(
+        self, message: Message, *, source: Source = "server"
+    ) -> Message | None:
         """Async twin of :meth:`Session.update_message`."""
         return await self._call(self._session.update_message, message, source=source)
 
     async def upsert_message(
-        self, message: Message, parent_id: str | None = UNSET, *, source: str = "server"
+        self, message: Message, parent_id: str | None | Unset = UNSET, *,
+        source: Source = "server",
     ) -> AppendResult:
         """Async twin of :meth:`Session.upsert_message`."""
         return await self._call(self._session.upsert_message, message, parent_id, source=source)
@@ -428,8 +391,8 @@ class AsyncSession:
         Each step pulls one message from the sync generator on the worker, so memory stays
         bounded as in the sync read; breaking out early reads nothing more.
         """
-        return _AsyncIterator(
-            self._store,
+        return WorkerIterator(
+            self._worker,
             functools.partial(self._session.history, leaf_id=leaf_id, newest_first=newest_first),
         )
 
@@ -442,8 +405,8 @@ class AsyncSession:
         newest_first: bool = False,
     ) -> AsyncIterator[list[Message]]:
         """Async twin of :meth:`Session.history_batches`: one batch per step."""
-        return _AsyncIterator(
-            self._store,
+        return WorkerIterator(
+            self._worker,
             functools.partial(
                 self._session.history_batches,
                 batch_size=batch_size,
@@ -517,54 +480,6 @@ class _Opening:
             await self._store.close()
 
 
-class _AsyncIterator(AsyncIterator[T], Generic[T]):
-    """Drives a sync iterator on the store's workers, one item per step."""
-
-    def __init__(self, store: AsyncSessions, start: Callable[[], Iterable[T]]) -> None:
-        self._store = store
-        self._start = start
-        self._iterator: Iterator[T] | None = None
-        self._done = False
-        self._step_future: asyncio.Future[tuple[bool, T | None]] | None = None
-
-    def __aiter__(self) -> _AsyncIterator[T]:
-        return self
-
-    def _step(self) -> tuple[bool, T | None]:
-        # Runs on a worker: the sync generator is created there too (its first read is there).
-        if self._iterator is None:
-            self._iterator = iter(self._start())
-        for item in self._iterator:
-            return True, item
-        return False, None
-
-    async def __anext__(self) -> T:
-        if self._done:
-            raise StopAsyncIteration
-        self._step_future = self._store._submit(self._step)
-        try:
-            more, item = await asyncio.shield(self._step_future)
-        except BaseException as exc:
-            if not isinstance(exc, asyncio.CancelledError):
-                self._done = True
-            raise
-        if not more:
-            self._done = True
-            raise StopAsyncIteration
-        return cast(T, item)
-
-    async def aclose(self) -> None:
-        """Stop early: close the sync generator (after a step still running, if any)."""
-        self._done = True
-        step = self._step_future
-        if step is not None and not step.done():
-            await asyncio.wait([step])
-        iterator = self._iterator
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            await self._store._run(close)
-
-
 def _worker_count(url: object, pool: object, pool_size: object) -> int:
     """One thread for SQLite (it owns the connection); one per pool connection for PostgreSQL."""
     size = pool_size if isinstance(pool_size, int) and not isinstance(pool_size, bool) else 1
@@ -592,17 +507,3 @@ def _is_async(fn: object) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
     )
-
-
-async def _await(awaitable: Awaitable[T]) -> T:
-    return await awaitable
-
-
-def _as_coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
-    return awaitable if inspect.iscoroutine(awaitable) else _await(awaitable)
-
-
-def _discard(awaitable: Awaitable[Any]) -> None:
-    """Close an awaitable that will never run (no 'never awaited' warning)."""
-    if inspect.iscoroutine(awaitable):
-        awaitable.close()

@@ -43,7 +43,6 @@ The model-facing side: :meth:`SessionManager.tools` defines ``session_search`` a
 from __future__ import annotations
 
 import builtins
-import functools
 import logging
 import math
 import threading
@@ -52,13 +51,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ._writes import now_ms
 from .aio import AsyncSession, AsyncSessions
 from .backends.base import Ops
 from .context._core import parse_arguments
 from .context._tools import ToolDefinition
 from .errors import ConvostoreError
-from .model import UNSET, Message, SearchResult, StoredCompaction
-from .session import Session, now_ms
+from .model import UNSET, Message, SearchResult, StoredCompaction, Unset
+from .session import Session
 from .store import Sessions
 
 __all__ = [
@@ -189,7 +189,7 @@ class SessionManager:
         """Create the registry table if missing (the manager's first write does)."""
         if self._ready:
             return
-        backend = self._store._backend
+        backend = self._store.core.backend
         with self._lock:
             with backend.read() as ops:
                 if self._exists(ops):
@@ -208,7 +208,7 @@ class SessionManager:
     def _update(self, session_id: str, change: Callable[[Ops, int], bool]) -> None:
         """Run one registry update in the session's write scope; UnknownSession if no row."""
         _check_str("session_id", session_id)
-        with self._store._backend.write(session_id) as ops:
+        with self._store.core.backend.write(session_id) as ops:
             if not self._exists(ops) or not change(ops, now_ms()):
                 raise UnknownSession(session_id)
 
@@ -251,7 +251,7 @@ class SessionManager:
             source=source, input_tokens=0, output_tokens=0, estimated_cost=0.0,
             end_reason=None, created_at=now, updated_at=now,
         )
-        with self._store._backend.write(info.id) as ops:
+        with self._store.core.backend.write(info.id) as ops:
             ops.registry_insert(
                 (info.id, info.name, info.parent_session_id, info.model, info.source,
                  info.input_tokens, info.output_tokens, info.estimated_cost, info.end_reason,
@@ -262,7 +262,7 @@ class SessionManager:
     def get(self, session_id: str) -> SessionInfo | None:
         """The registry row of ``session_id``, or None when it is not managed."""
         _check_str("session_id", session_id)
-        with self._store._backend.read() as ops:
+        with self._store.core.backend.read() as ops:
             row = ops.registry_get(session_id) if self._exists(ops) else None
         return None if row is None else _info(row)
 
@@ -283,7 +283,7 @@ class SessionManager:
             if before is not None:
                 self._require(before)
             return []
-        with self._store._backend.read() as ops:
+        with self._store.core.backend.read() as ops:
             if not self._exists(ops):
                 if before is not None:
                     raise UnknownSession(before)
@@ -309,7 +309,7 @@ class SessionManager:
         # Messages first: a failure in between leaves a registered empty session, which a
         # second delete() finishes, never unregistered messages.
         self._store.session(session_id).clear_messages()
-        with self._store._backend.write(session_id) as ops:
+        with self._store.core.backend.write(session_id) as ops:
             ops.registry_delete(session_id)
 
     def add_usage(
@@ -341,7 +341,9 @@ class SessionManager:
         """
         return self._handle(session_id)
 
-    def append(self, session_id: str, message: Message, parent_id: str | None = UNSET) -> str:
+    def append(
+        self, session_id: str, message: Message, parent_id: str | None | Unset = UNSET
+    ) -> str:
         """Append a message (see :meth:`Session.append_message`); returns its id.
 
         :param parent_id: omitted → the active leaf; None → a new root; an id → a branch.
@@ -349,7 +351,9 @@ class SessionManager:
         mid: str = self._touch(session_id).append_message(message, parent_id).message["id"]
         return mid
 
-    def upsert(self, session_id: str, message: Message, parent_id: str | None = UNSET) -> str:
+    def upsert(
+        self, session_id: str, message: Message, parent_id: str | None | Unset = UNSET
+    ) -> str:
         """Append the message if its id is new, else update it in place; returns its id."""
         mid: str = self._touch(session_id).upsert_message(message, parent_id).message["id"]
         return mid
@@ -476,7 +480,7 @@ class SessionManager:
         _check_int("limit", limit)
         if limit <= 0 or not query.strip():
             return []
-        backend = self._store._backend
+        backend = self._store.core.backend
         with backend.read() as ops:
             if not self._exists(ops):
                 return []
@@ -499,7 +503,7 @@ class SessionManager:
 
     def _history_summary(self) -> str | None:
         """``"<n> session(s) available for search."``, or None when there are none."""
-        with self._store._backend.read() as ops:
+        with self._store.core.backend.read() as ops:
             count = ops.registry_count() if self._exists(ops) else 0
         if count == 0:
             return None
@@ -603,7 +607,7 @@ class AsyncSessionManager:
                 f"not {type(store).__name__}"
             )
         self._store = store
-        self._sync = SessionManager(store._sync)
+        self._sync = SessionManager(store.sync)
 
     def __repr__(self) -> str:
         return f"<AsyncSessionManager of {self._store!r}>"
@@ -614,7 +618,7 @@ class AsyncSessionManager:
         return self._store
 
     async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        return await self._store._run(functools.partial(fn, *args, **kwargs))
+        return await self._store.run_sync(fn, *args, **kwargs)
 
     async def create(
         self,
@@ -660,13 +664,13 @@ class AsyncSessionManager:
         return self._store.session(handle.session_id)
 
     async def append(
-        self, session_id: str, message: Message, parent_id: str | None = UNSET
+        self, session_id: str, message: Message, parent_id: str | None | Unset = UNSET
     ) -> str:
         """Async twin of :meth:`SessionManager.append`."""
         return await self._call(self._sync.append, session_id, message, parent_id)
 
     async def upsert(
-        self, session_id: str, message: Message, parent_id: str | None = UNSET
+        self, session_id: str, message: Message, parent_id: str | None | Unset = UNSET
     ) -> str:
         """Async twin of :meth:`SessionManager.upsert`."""
         return await self._call(self._sync.upsert, session_id, message, parent_id)

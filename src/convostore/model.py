@@ -6,8 +6,9 @@ back equal, key order included); :data:`Message` is only an alias for them.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 Message = dict[str, Any]
 """A UIMessage-shaped JSON object: ``id``, ``role``, ``parts`` and optional ``metadata``."""
@@ -137,15 +138,14 @@ class ChangeEvent:
     error: BaseException | None = field(default=None, compare=False)
 
 
-class _Unset:
-    """Marker type for an option that was not passed (distinct from ``None``)."""
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`: an option that was not passed (distinct from ``None``).
 
-    _instance: _Unset | None = None
+    An enum with one member, so type checkers can tell "not passed" from every real value
+    (``parent_id: str | None | Unset = UNSET``) and ``is UNSET`` narrows it away.
+    """
 
-    def __new__(cls) -> _Unset:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    UNSET = "UNSET"
 
     def __repr__(self) -> str:
         return "UNSET"
@@ -153,9 +153,6 @@ class _Unset:
     def __bool__(self) -> bool:
         return False
 
-    def __reduce__(self) -> str:
-        return "UNSET"
 
-
-UNSET: Any = _Unset()
+UNSET: Final = Unset.UNSET
 """Default of ``parent_id``: attach to the active leaf. ``None`` means a new root."""

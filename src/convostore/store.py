@@ -8,22 +8,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import codec
-from .backends.base import Backend, Ops
+from ._core import Listener, StoreCore
+from ._legacy import lift
+from .backends.base import Backend
 from .errors import InvalidURL, MissingDependency, StoreClosed
-from .model import ChangeEvent, SearchResult, StorageStats
-from .session import Session, _run_awaitable
+from .model import SearchResult, StorageStats
+from .session import Session
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")
-
-Listener = Callable[[ChangeEvent], object]
-"""A change-feed listener: called with each :class:`~convostore.ChangeEvent` after commit."""
-
 
 @dataclass(frozen=True)
 class SessionSummary:
@@ -78,22 +75,12 @@ class Sessions:
         reserved_metadata_keys: Iterable[str] = (),
         token_counter: TokenCounter | None = None,
     ) -> None:
-        if isinstance(reserved_metadata_keys, str):
-            raise TypeError("reserved_metadata_keys must be a list of keys, not a string")
-        self._backend = backend
-        self.reserved_metadata_keys: tuple[str, ...] = tuple(reserved_metadata_keys)
-        """Metadata keys removed from ``source="client"`` writes."""
-        self.token_counter = token_counter
-        """A custom string token counter used for row stamps and summaries, or None."""
+        """Wrap an open backend (use :meth:`open` instead)."""
+        self._core = StoreCore(backend, reserved_metadata_keys=reserved_metadata_keys,
+                               token_counter=token_counter)
         self._sessions: dict[str, Session] = {}
-        self._listeners: list[Listener] = []
         self._lock = threading.Lock()
-        self._fts_known = False
-        self._closed = False
-        self._await: Callable[[Awaitable[Any]], Any] = _run_awaitable
-        from ._legacy import lift  # tables of the reference system: one catalog query if none
-
-        lift(self)
+        lift(self._core, self.session)  # tables of the reference system: one catalog query
 
     @classmethod
     def open(
@@ -144,8 +131,7 @@ class Sessions:
                    token_counter=token_counter)
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<Sessions {self._backend.url!r} {state}>"
+        return self._core.describe()
 
     def __enter__(self) -> Sessions:
         return self
@@ -155,18 +141,37 @@ class Sessions:
 
     def close(self) -> None:
         """Close the store's connections; later calls on it or its handles raise StoreClosed."""
-        self._closed = True
-        self._backend.close()
+        self._core.close()
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
-        return self._closed
+        return self._core.closed
 
     @property
     def capabilities(self) -> frozenset[str]:
         """What the backend can do beyond the common API (e.g. ``shared_across_processes``)."""
-        return self._backend.capabilities
+        return self._core.backend.capabilities
+
+    @property
+    def reserved_metadata_keys(self) -> tuple[str, ...]:
+        """Metadata keys removed from ``source="client"`` writes."""
+        return self._core.reserved_metadata_keys
+
+    @property
+    def token_counter(self) -> TokenCounter | None:
+        """A custom string token counter used for row stamps and summaries, or None."""
+        return self._core.token_counter
+
+    @property
+    def core(self) -> StoreCore:
+        """What every session of this store shares: backend, change feed, search index,
+        settings (see :class:`convostore._core.StoreCore`).
+
+        For convostore's own layers (the session manager, the context package, integrations)
+        and for tests that look at storage; applications use the store's methods.
+        """
+        return self._core
 
     def session(self, session_id: str = "") -> Session:
         """The handle of one session (``""`` is the default); the same object for the same id."""
@@ -174,12 +179,12 @@ class Sessions:
             raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
         if "\x00" in session_id:
             raise ValueError("session_id must not contain a NUL character")
-        if self._closed:
+        if self._core.closed:
             raise StoreClosed("the store is closed")
         with self._lock:
             handle = self._sessions.get(session_id)
             if handle is None:
-                handle = self._sessions[session_id] = Session(self, session_id)
+                handle = self._sessions[session_id] = Session(self._core, session_id, self)
             return handle
 
     # --- change feed --------------------------------------------------------------------------
@@ -190,110 +195,28 @@ class Sessions:
         Listeners run in subscription order on the writing thread, after the commit; one that
         raises is logged and skipped. Returns a function that unsubscribes (idempotent).
         """
-        if not callable(listener):
-            raise TypeError("subscribe() needs a callable")
-        with self._lock:
-            self._listeners = [*self._listeners, listener]
-
-        def unsubscribe() -> None:
-            with self._lock:
-                self._listeners = [x for x in self._listeners if x is not listener]
-
-        return unsubscribe
-
-    def _emit(self, event: ChangeEvent) -> None:
-        for listener in self._listeners:
-            try:
-                outcome = listener(event)
-                if outcome is not None and hasattr(outcome, "__await__"):
-                    self._await(outcome)
-            except Exception:
-                logger.exception("change listener failed on a %r event of session %r",
-                                 event.type, event.session_id)
+        return self._core.events.subscribe(listener)
 
     # --- search -------------------------------------------------------------------------------
-
-    def _fts_ready(self, ops: Ops) -> bool:
-        """Does the search index exist? Once it does, it stays: asked until the answer is yes."""
-        if not self._fts_known and ops.fts_exists():
-            self._fts_known = True
-        return self._fts_known
-
-    def _ensure_index(self) -> None:
-        if self._fts_known:
-            return
-        with self._backend.read() as ops:
-            if self._fts_ready(ops):
-                return
-        with self._backend.write(None) as ops:
-            if ops.fts_exists():
-                self._fts_known = True
-                return
-            ops.fts_create()
-            _backfill(ops)
-        self._fts_known = True
-
-    def _search(self, query: str, *, limit: int, session_id: str | None) -> list[SearchResult]:
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, not {type(query).__name__}")
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise TypeError(f"limit must be an int, not {type(limit).__name__}")
-        self._ensure_index()
-        if limit <= 0 or not query.strip():
-            return []
-        with self._backend.read() as ops:
-            hits = ops.fts_search(query, session_id, limit, session_id is None)
-        return [SearchResult(h.id, h.role, h.content, h.created_at, h.session_id) for h in hits]
 
     def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Full-text search across every session; all words of ``query`` must match.
 
         Results carry their session id; best first. Builds the index on first use.
         """
-        return self._search(query, limit=limit, session_id=None)
+        return self._core.search_index.search(query, limit=limit, session_id=None)
 
     # --- whole-store facts --------------------------------------------------------------------
 
     def storage_stats(self) -> StorageStats:
         """Counts and sizes of everything stored: messages, continuations, compactions, payloads."""
-        with self._backend.read() as ops:
+        with self._core.backend.read() as ops:
             return StorageStats(**ops.stats())
 
     def list_sessions(self) -> list[SessionSummary]:
         """Every session that holds messages, with its message count, size and last write."""
-        with self._backend.read() as ops:
+        with self._core.backend.read() as ops:
             return [SessionSummary(*row) for row in ops.session_summaries()]
-
-
-def _backfill(ops: Ops) -> None:
-    """Index every stored message's text parts, continuation rows included, in bounded batches."""
-    after: tuple[str, str] | None = None
-    while True:
-        batch = ops.scan_rows(after, 500)
-        if not batch:
-            return
-        by_session: dict[str, list[tuple[Any, str]]] = {}
-        for sid, row, role in batch:
-            by_session.setdefault(sid, []).append((row, role))
-        entries: list[tuple[str, str, str, str]] = []
-        for sid, rows in by_session.items():
-            texts = {r.id: r.content for r, _ in rows}
-            chunked = [r.id for r, _ in rows if r.content_chunks > 0]
-            if chunked:
-                for mid, _idx, content in ops.continuations(sid, chunked):
-                    texts[mid] += content
-            for row, role in rows:
-                try:
-                    value = codec.loads(texts[row.id])
-                except ValueError:
-                    continue
-                if codec.is_valid_stored(value):
-                    text = codec.message_text(value)
-                    if text:
-                        entries.append((sid, row.id, role, text))
-        ops.fts_insert(entries)
-        last = batch[-1]
-        after = (last[0], last[1].id)
 
 
 def _postgres_backend(

@@ -56,10 +56,9 @@ def scoped_key(name: str, session_id: str) -> str:
 
 def store_of(session: Any) -> Any:
     """The store a session handle belongs to, or None if it does not say."""
-    for attr in ("store", "_store"):
-        store = getattr(session, attr, None)
-        if store is not None and callable(getattr(store, "session", None)):
-            return store
+    store = getattr(session, "store", None)
+    if store is not None and callable(getattr(store, "session", None)):
+        return store
     return None
 
 

@@ -78,13 +78,13 @@ class _Binding:
             )
         self.async_store = store
         async_handle = store.session(session_id)
-        self.handle = async_handle._session
+        self.handle = async_handle.sync
         self.public = async_handle
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` off the event loop and await its result."""
         if self.async_store is not None:
-            return await self.async_store._run(functools.partial(fn, *args))
+            return await self.async_store.run_sync(fn, *args)
         return await asyncio.to_thread(fn, *args)
 
     def close(self) -> None:

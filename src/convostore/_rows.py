@@ -1,0 +1,80 @@
+"""Stored rows back into messages: continuation rows joined, JSON parsed, payloads put back.
+
+Every read of message content goes through :func:`hydrate` (or :func:`parse` for a row that is
+self-contained), inside the read scope the rows came from, so a message is assembled from one
+snapshot even when an update lands between two reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from . import codec
+from .backends.base import ContentRow, Ops
+from .model import Message
+
+logger = logging.getLogger("convostore")
+
+
+def reassemble(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> dict[str, str]:
+    """The stored text of each row by id, its continuation rows appended in order."""
+    texts = {r.id: r.content for r in rows}
+    chunked = [r.id for r in rows if r.content_chunks > 0]
+    if chunked:
+        extra: dict[str, list[str]] = {}
+        for mid, _idx, content in ops.continuations(session_id, chunked):
+            extra.setdefault(mid, []).append(content)
+        for mid, pieces in extra.items():
+            texts[mid] = texts[mid] + "".join(pieces)
+    return texts
+
+
+def hydrate(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> dict[str, Message]:
+    """Parse rows into messages by id (payloads put back); unreadable rows are left out."""
+    out: dict[str, Message] = {}
+    pending: list[tuple[str, Message, list[str]]] = []
+    for mid, text in reassemble(ops, session_id, rows).items():
+        value = parse(session_id, mid, text)
+        if value is None:
+            continue
+        if codec.POINTER_PREFIX in text:
+            pending.append((mid, value, codec.pointer_hashes(value)))
+        out[mid] = value
+    if pending:
+        wanted = list(dict.fromkeys(h for _m, _v, hs in pending for h in hs))
+        meta = ops.attachment_meta(wanted)
+        data = ops.attachment_data([h for h in wanted if h in meta])
+        lookup = {h: (meta[h][0], data[h]) for h in meta}
+        for mid, value, _hs in pending:
+            out[mid] = codec.resolve_attachments(value, lookup)
+    return out
+
+
+def hydrate_in_order(ops: Ops, session_id: str, seqs: Sequence[int]) -> list[Message]:
+    """The readable messages at ``seqs``, in the order of ``seqs`` (one content query)."""
+    rows = ops.content_rows_by_seq(session_id, seqs)
+    by_seq = {r.seq: r.id for r in rows}
+    hydrated = hydrate(ops, session_id, rows)
+    del rows
+    out: list[Message] = []
+    for seq in seqs:
+        mid = by_seq.get(seq)
+        if mid is not None and mid in hydrated:
+            out.append(hydrated.pop(mid))
+    return out
+
+
+def parse(session_id: str, mid: str, text: str) -> Message | None:
+    """A stored text as a message (payload pointers left in); None, logged, if unreadable."""
+    try:
+        value = codec.loads(text)
+    except ValueError:
+        logger.warning("skipping unreadable message %r of session %r", mid, session_id)
+        return None
+    return value if codec.is_valid_stored(value) else None
+
+
+def self_contained(row: ContentRow) -> bool:
+    """Can the row be parsed from its own text (no continuation rows, no payloads)?"""
+    return row.content_chunks == 0 and codec.POINTER_PREFIX not in row.content
