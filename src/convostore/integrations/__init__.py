@@ -15,7 +15,6 @@ its framework raises :class:`~convostore.MissingDependency` naming the extra to 
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
