@@ -38,11 +38,12 @@ from .model import (
     RecentHistory,
     RowStat,
     SearchResult,
+    SessionSummary,
     StorageStats,
     StoredCompaction,
 )
 from .session import Session
-from .store import Sessions, SessionSummary
+from .store import Sessions
 
 __version__ = "0.1.0"
 

@@ -63,13 +63,14 @@ from .model import (
     RecentHistory,
     RowStat,
     SearchResult,
+    SessionSummary,
     Source,
     StorageStats,
     StoredCompaction,
     Unset,
 )
 from .session import Session
-from .store import Sessions, SessionSummary, _parse_url
+from .store import Sessions, _parse_url
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")

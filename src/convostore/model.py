@@ -138,6 +138,20 @@ class ChangeEvent:
     error: BaseException | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class SessionSummary:
+    """One line of :meth:`Sessions.list_sessions`: what the store knows of a session from its
+    messages alone (a :class:`~convostore.manager.SessionInfo` is the session manager's
+    registry row: name, lineage and usage)."""
+
+    session_id: str
+    messages: int
+    bytes: int
+    """Stored bytes of its messages (continuations and referenced payloads included)."""
+    last_write: int
+    """Epoch milliseconds of its newest message."""
+
+
 class Unset(enum.Enum):
     """The type of :data:`UNSET`: an option that was not passed (distinct from ``None``).
 

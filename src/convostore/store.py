@@ -9,30 +9,17 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._core import Listener, StoreCore
 from ._legacy import lift
 from .backends.base import Backend
 from .errors import InvalidURL, MissingDependency, StoreClosed
-from .model import SearchResult, StorageStats
+from .model import SearchResult, SessionSummary, StorageStats
 from .session import Session
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")
-
-@dataclass(frozen=True)
-class SessionSummary:
-    """One line of :meth:`Sessions.list_sessions`."""
-
-    session_id: str
-    messages: int
-    bytes: int
-    """Stored bytes of its messages (continuations and referenced payloads included)."""
-    last_write: int
-    """Epoch milliseconds of its newest message."""
-
 
 def _parse_url(url: str | os.PathLike[str]) -> tuple[str, str]:
     """(engine, target) for a URL or path."""
