@@ -29,20 +29,8 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from convostore import _compaction_boundaries as _boundaries
 from convostore import _parts
-from convostore._compaction_boundaries import (
-    COMPACTION_PREFIX,
-    DEFAULT_KEEP_RECENT_TOKENS,
-    MIN_TAIL_MESSAGES,
-    align_boundary_backward,
-    align_boundary_forward,
-    find_tail_cut_by_tokens,
-    get_tool_call_ids,
-    has_tool_calls,
-    is_compaction_message,
-    is_tool_part,
-    is_tool_result_for,
-)
 from convostore.model import CompactResult, Message
 from convostore.tokens import TokenCounter, estimate_message_tokens
 
@@ -70,6 +58,19 @@ __all__ = [
     "sanitize_tool_pairs",
     "truncate_older_messages",
 ]
+
+# Public here, defined with the boundary functions that use them.
+COMPACTION_PREFIX = _boundaries.COMPACTION_PREFIX
+MIN_TAIL_MESSAGES = _boundaries.MIN_TAIL_MESSAGES
+DEFAULT_KEEP_RECENT_TOKENS = _boundaries.DEFAULT_KEEP_RECENT_TOKENS
+is_compaction_message = _boundaries.is_compaction_message
+is_tool_part = _boundaries.is_tool_part
+has_tool_calls = _boundaries.has_tool_calls
+get_tool_call_ids = _boundaries.get_tool_call_ids
+is_tool_result_for = _boundaries.is_tool_result_for
+align_boundary_forward = _boundaries.align_boundary_forward
+align_boundary_backward = _boundaries.align_boundary_backward
+find_tail_cut_by_tokens = _boundaries.find_tail_cut_by_tokens
 
 HEAD_MESSAGES = 3
 """Messages at the start of the history that the reference function never summarises."""

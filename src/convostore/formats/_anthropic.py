@@ -8,69 +8,45 @@ from typing import Any
 
 from .._parts import compact_json
 from ..model import Message
-from ._base import (
-    JSON,
-    KEY,
-    RAW_PART_TYPE,
-    Builder,
-    Format,
-    Group,
-    Mismatch,
-    Part,
-    check_list,
-    content_layout,
-    file_from_base64,
-    file_from_url,
-    fill,
-    has_call,
-    hole,
-    is_tool,
-    message_parts,
-    name_of,
-    result_layout,
-    split_data_url,
-    split_steps,
-    text_part,
-    texts_of,
-    tool_part,
-)
+from . import _base
+from ._base import JSON, Builder, Group, Part
 
-FORMAT = Format("anthropic", provider="anthropic")
+FORMAT = _base.Format("anthropic", provider="anthropic")
 """This module's format: its name and provider, bound to the shared helpers."""
 
 def _anthropic_block(group: Group, block: Any, b: Builder | None = None) -> JSON:
     if isinstance(block, dict):
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
-            i = group.add(text_part(block["text"]))
-            return {**block, "text": hole("text", i)}
+            i = group.add(_base.text_part(block["text"]))
+            return {**block, "text": _base.hole("text", i)}
         if kind in ("image", "document") and isinstance(block.get("source"), dict):
             source = block["source"]
             stype = source.get("type")
             if stype == "base64" and isinstance(source.get("data"), str) and isinstance(
                 source.get("media_type"), str
             ):
-                i = group.add(file_from_base64(source["data"], source["media_type"],
+                i = group.add(_base.file_from_base64(source["data"], source["media_type"],
                                                 block.get("title")))
-                return {**block, "source": {**source, "data": hole("b64", i)}}
+                return {**block, "source": {**source, "data": _base.hole("b64", i)}}
             if stype == "url" and isinstance(source.get("url"), str):
                 default = "image/*" if kind == "image" else "application/pdf"
-                i = group.add(file_from_url(source["url"], default=default))
-                return {**block, "source": {**source, "url": hole("url", i)}}
+                i = group.add(_base.file_from_url(source["url"], default=default))
+                return {**block, "source": {**source, "url": _base.hole("url", i)}}
         if kind == "thinking" and isinstance(block.get("thinking"), str):
             i = group.add(FORMAT.reasoning_part(block["thinking"], block))
-            return hole("item", i)
+            return _base.hole("item", i)
         if kind == "redacted_thinking":
             i = group.add(FORMAT.reasoning_part("", block))
-            return hole("item", i)
+            return _base.hole("item", i)
         if kind == "tool_use" and isinstance(block.get("id"), str) and isinstance(
             block.get("name"), str
         ) and "input" in block:
-            i = group.add(tool_part(block["name"], block["id"], block["input"]))
-            return {**block, "id": hole("call_id", i), "name": hole("tool_name", i),
-                    "input": hole("input", i)}
+            i = group.add(_base.tool_part(block["name"], block["id"], block["input"]))
+            return {**block, "id": _base.hole("call_id", i), "name": _base.hole("tool_name", i),
+                    "input": _base.hole("input", i)}
         if kind == "tool_result" and b is not None:
-            return result_layout(b, group, block, id_key="tool_use_id", output_key="content",
+            return _base.result_layout(b, group, block, id_key="tool_use_id", output_key="content",
                                   error=block.get("is_error") is True)
     return FORMAT.keep_raw(group, block)
 
@@ -78,7 +54,7 @@ def _anthropic_block(group: Group, block: Any, b: Builder | None = None) -> JSON
 def _anthropic_content(group: Group, content: Any, b: Builder | None = None) -> JSON:
     """The layout of a message's (or the ``system`` parameter's) content; ``b`` pairs results."""
     block = functools.partial(_anthropic_block, group, b=b)
-    return content_layout(group, content, block)
+    return _base.content_layout(group, content, block)
 
 
 def from_anthropic(
@@ -96,7 +72,7 @@ def from_anthropic(
     if system is not None:
         group = b.standalone("system")
         group.source.append(_anthropic_content(group, system))
-    for msg in check_list(messages, "messages"):
+    for msg in _base.check_list(messages, "messages"):
         msg = dict(msg)
         role, content = msg.get("role"), msg.get("content")
         if role == "assistant":
@@ -116,37 +92,34 @@ def from_anthropic(
         group.source.append(layout)
     messages_out = b.messages()
     if system is not None:
-        meta = messages_out[0]["metadata"][KEY]
+        meta = messages_out[0]["metadata"][_base.KEY]
         meta["system"] = meta.pop("source")[0]
     return messages_out
 
 
 def _anthropic_blocks(parts: list[Part], *, assistant: bool) -> list[JSON]:
-    blocks: list[JSON] = []
-    for part in parts:
-        kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str):
-            blocks.append({"type": "text", "text": part["text"]})
-        elif kind == "file" and isinstance(part.get("url"), str) and not assistant:
-            url, mt = part["url"], str(part.get("mediaType") or "")
-            block_type = "image" if mt.startswith("image/") else "document"
-            if block_type == "document" and mt != "application/pdf":
-                continue
-            split = split_data_url(url)
-            source: dict[str, Any] = (
-                {"type": "base64", "media_type": split[0], "data": split[1]} if split
-                else {"type": "url", "url": url}
-            )
-            blocks.append({"type": block_type, "source": source})
-        elif is_tool(part) and assistant:
-            if has_call(part):
-                blocks.append({"type": "tool_use", "id": part.get("toolCallId"),
-                               "name": name_of(part), "input": part.get("input")})
-        elif kind in ("reasoning", RAW_PART_TYPE):
-            value = FORMAT.verbatim(part)
-            if value is not None:
-                blocks.append(value)
-    return blocks
+    def file(part: Part, url: str, mt: str) -> JSON | None:
+        block_type = "image" if mt.startswith("image/") else "document"
+        if assistant or (block_type == "document" and mt != "application/pdf"):
+            return None
+        split = _base.split_data_url(url)
+        source: dict[str, Any] = (
+            {"type": "base64", "media_type": split[0], "data": split[1]} if split
+            else {"type": "url", "url": url}
+        )
+        return {"type": block_type, "source": source}
+
+    def other(part: Part) -> JSON | None:
+        if _base.is_tool(part) and assistant:
+            if not _base.has_call(part):
+                return None
+            return {"type": "tool_use", "id": part.get("toolCallId"),
+                    "name": _base.name_of(part), "input": part.get("input")}
+        if part.get("type") in ("reasoning", _base.RAW_PART_TYPE):
+            return FORMAT.verbatim(part)
+        return None
+
+    return _base.render_parts(parts, lambda text: {"type": "text", "text": text}, file, other)
 
 
 def _tool_result_block(part: Part) -> JSON | None:
@@ -163,12 +136,12 @@ def _tool_result_block(part: Part) -> JSON | None:
 
 def _anthropic_canonical(message: Message) -> list[JSON]:
     role = message.get("role")
-    parts = message_parts(message)
+    parts = _base.message_parts(message)
     if role == "system":
         return []
     if role != "assistant":
         blocks = _anthropic_blocks(parts, assistant=False)
-        results = [r for r in (_tool_result_block(p) for p in parts if is_tool(p)) if r]
+        results = [r for r in (_tool_result_block(p) for p in parts if _base.is_tool(p)) if r]
         blocks = results + blocks
         if not blocks:
             return []
@@ -176,11 +149,11 @@ def _anthropic_canonical(message: Message) -> list[JSON]:
             return [{"role": "user", "content": blocks[0]["text"]}]
         return [{"role": "user", "content": blocks}]
     out: list[JSON] = []
-    for step in split_steps(parts):
+    for step in _base.split_steps(parts):
         blocks = _anthropic_blocks(step, assistant=True)
         if blocks:
             out.append({"role": "assistant", "content": blocks})
-        results = [r for r in (_tool_result_block(p) for p in step if is_tool(p)) if r]
+        results = [r for r in (_tool_result_block(p) for p in step if _base.is_tool(p)) if r]
         if results:
             out.append({"role": "user", "content": results})
     return out
@@ -216,11 +189,11 @@ def to_anthropic_system(messages: Iterable[Message]) -> str | list[Any] | None:
         layout = FORMAT.layout(message)
         if layout is not None and "system" in layout:
             try:
-                values.append(fill(layout["system"], message_parts(message)))
+                values.append(_base.fill(layout["system"], _base.message_parts(message)))
                 continue
-            except Mismatch:
+            except _base.Mismatch:
                 pass
-        values.append("\n\n".join(texts_of(message_parts(message))))
+        values.append("\n\n".join(_base.texts_of(_base.message_parts(message))))
     if not values:
         return None
     if len(values) == 1:

@@ -189,6 +189,15 @@ def file_from_base64(data: str, media_type: str, filename: Any = None) -> Part:
     return part
 
 
+def file_data_hole(group: Group, data: str, filename: Any) -> dict[str, Any]:
+    """A file part for a ``file_data`` value (a data URL, or bare base64 whose type the file
+    name suggests); return the value's layout (a hole)."""
+    if data.startswith("data:"):
+        return hole("url", group.add(file_from_url(data, filename=filename)))
+    mt = guess_type(filename, DEFAULT_MEDIA_TYPE)
+    return hole("b64", group.add(file_from_base64(data, mt, filename)))
+
+
 def split_data_url(url: str) -> tuple[str, str] | None:
     """(media type, base64 payload) of a base64 data URL, else None."""
     split = base64_data_url(url)
@@ -224,6 +233,33 @@ def split_steps(parts: list[Part]) -> list[list[Part]]:
             continue
         steps[-1].append(part)
     return [s for s in steps if s]
+
+
+def render_parts(
+    parts: Iterable[Part],
+    text: Callable[[str], JSON],
+    file: Callable[[Part, str, str], JSON | None],
+    other: Callable[[Part], JSON | None],
+) -> list[JSON]:
+    """Source blocks for parts, one part at a time; a None result is left out.
+
+    :param text: renders a ``text`` part's text.
+    :param file: renders a ``file`` part with a ``url``: ``file(part, url, media type)``.
+    :param other: renders any other part (including a ``text`` or ``file`` part without a
+        string ``text`` or ``url``).
+    """
+    blocks: list[JSON] = []
+    for part in parts:
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            block = text(part["text"])
+        elif kind == "file" and isinstance(part.get("url"), str):
+            block = file(part, part["url"], str(part.get("mediaType") or ""))
+        else:
+            block = other(part)
+        if block is not None:
+            blocks.append(block)
+    return blocks
 
 
 def message_parts(message: Message) -> list[Part]:
@@ -528,6 +564,10 @@ class Format:
             return None
         key = "value" if part.get("type") == RAW_PART_TYPE else "item"
         return copy.deepcopy(found.get(key))
+
+    def raw_value(self, part: Part) -> JSON | None:
+        """The original value of a raw part made from this format, else None."""
+        return self.verbatim(part) if part.get("type") == RAW_PART_TYPE else None
 
     def layout(self, message: Message) -> dict[str, Any] | None:
         """The layout a message made from this format recorded, else None."""

@@ -8,31 +8,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model import Message
-from ._base import (
-    JSON,
-    RAW_PART_TYPE,
-    Format,
-    Group,
-    Part,
-    arguments,
-    check_list,
-    content_layout,
-    file_from_base64,
-    file_from_url,
-    guess_type,
-    has_call,
-    hole,
-    is_tool,
-    message_parts,
-    name_of,
-    output_text,
-    parse_arguments,
-    result_layout,
-    text_part,
-    tool_part,
-)
+from . import _base
+from ._base import JSON, Group, Part
 
-FORMAT = Format("openai-responses", provider="openai")
+FORMAT = _base.Format("openai-responses", provider="openai")
 """This module's format: its name and provider, bound to the shared helpers."""
 
 _INPUT_ROLES = ("user", "system", "developer")
@@ -42,23 +21,18 @@ def _responses_block(group: Group, block: Any) -> JSON:
     if isinstance(block, dict):
         kind = block.get("type")
         if kind in ("input_text", "output_text") and isinstance(block.get("text"), str):
-            i = group.add(text_part(block["text"]))
-            return {**block, "text": hole("text", i)}
+            i = group.add(_base.text_part(block["text"]))
+            return {**block, "text": _base.hole("text", i)}
         if kind == "input_image" and isinstance(block.get("image_url"), str):
-            i = group.add(file_from_url(block["image_url"], default="image/*"))
-            return {**block, "image_url": hole("url", i)}
+            i = group.add(_base.file_from_url(block["image_url"], default="image/*"))
+            return {**block, "image_url": _base.hole("url", i)}
         if kind == "input_file":
             data, url, name = block.get("file_data"), block.get("file_url"), block.get("filename")
             if isinstance(data, str):
-                if data.startswith("data:"):
-                    i = group.add(file_from_url(data, filename=name))
-                    return {**block, "file_data": hole("url", i)}
-                mt = guess_type(name, "application/octet-stream")
-                i = group.add(file_from_base64(data, mt, name))
-                return {**block, "file_data": hole("b64", i)}
+                return {**block, "file_data": _base.file_data_hole(group, data, name)}
             if isinstance(url, str):
-                i = group.add(file_from_url(url, filename=name))
-                return {**block, "file_url": hole("url", i)}
+                i = group.add(_base.file_from_url(url, filename=name))
+                return {**block, "file_url": _base.hole("url", i)}
     return FORMAT.keep_raw(group, block)
 
 
@@ -66,7 +40,7 @@ def _responses_message(group: Group, item: dict[str, Any]) -> JSON:
     if "content" not in item:
         return item
     block = functools.partial(_responses_block, group)
-    return {**item, "content": content_layout(group, item["content"], block)}
+    return {**item, "content": _base.content_layout(group, item["content"], block)}
 
 
 def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -78,7 +52,7 @@ def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
         (kept verbatim).
     """
     b = FORMAT.builder()
-    for item in check_list(items, "items"):
+    for item in _base.check_list(items, "items"):
         item = dict(item)
         kind = item.get("type", "message" if "role" in item else None)
         role = item.get("role")
@@ -91,13 +65,13 @@ def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
         elif kind == "reasoning":
             group = b.model(new_message=False)
             i = group.add(FORMAT.reasoning_part(_reasoning_text(item), item))
-            group.source.append(hole("item", i))
+            group.source.append(_base.hole("item", i))
         elif kind in ("function_call", "custom_tool_call"):
             group = b.model(new_message=False)
             group.source.append(_responses_call(group, item))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             group = b.results()
-            group.source.append(result_layout(b, group, item, id_key="call_id",
+            group.source.append(_base.result_layout(b, group, item, id_key="call_id",
                                                output_key="output", name=item.get("name")))
         elif kind == "compaction":
             group = b.standalone("assistant")
@@ -126,40 +100,33 @@ def _responses_call(group: Group, item: dict[str, Any]) -> JSON:
     call_id, name = item.get("call_id"), item.get("name")
     if isinstance(call_id, str) and isinstance(name, str):
         if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
-            value, kept = parse_arguments(item["arguments"])
-            i = group.add(tool_part(name, call_id, value, kept))
-            return {**item, "call_id": hole("call_id", i), "name": hole("tool_name", i),
-                    "arguments": hole("args", i)}
+            value, kept = _base.parse_arguments(item["arguments"])
+            i = group.add(_base.tool_part(name, call_id, value, kept))
+            return {**item, "call_id": _base.hole("call_id", i), "name": _base.hole("tool_name", i),
+                    "arguments": _base.hole("args", i)}
         if item.get("type") == "custom_tool_call" and isinstance(item.get("input"), str):
-            i = group.add(tool_part(name, call_id, item["input"]))
-            return {**item, "call_id": hole("call_id", i), "name": hole("tool_name", i),
-                    "input": hole("input", i)}
+            i = group.add(_base.tool_part(name, call_id, item["input"]))
+            return {**item, "call_id": _base.hole("call_id", i), "name": _base.hole("tool_name", i),
+                    "input": _base.hole("input", i)}
     return FORMAT.keep_raw(group, item)
+
+
+def _responses_file(part: Part, url: str, mt: str) -> JSON:
+    if mt.startswith("image/"):
+        return {"type": "input_image", "image_url": url, "detail": "auto"}
+    block: dict[str, Any] = {"type": "input_file"}
+    if isinstance(part.get("filename"), str):
+        block["filename"] = part["filename"]
+    block["file_data" if url.startswith("data:") else "file_url"] = url
+    return block
 
 
 def _responses_canonical(message: Message) -> list[JSON]:
     role = message.get("role")
-    parts = message_parts(message)
+    parts = _base.message_parts(message)
     if role != "assistant":
-        blocks: list[JSON] = []
-        for part in parts:
-            kind = part.get("type")
-            if kind == "text" and isinstance(part.get("text"), str):
-                blocks.append({"type": "input_text", "text": part["text"]})
-            elif kind == "file" and isinstance(part.get("url"), str):
-                url, mt = part["url"], str(part.get("mediaType") or "")
-                if mt.startswith("image/"):
-                    blocks.append({"type": "input_image", "image_url": url, "detail": "auto"})
-                else:
-                    block: dict[str, Any] = {"type": "input_file"}
-                    if isinstance(part.get("filename"), str):
-                        block["filename"] = part["filename"]
-                    block["file_data" if url.startswith("data:") else "file_url"] = url
-                    blocks.append(block)
-            elif kind == RAW_PART_TYPE:
-                value = FORMAT.verbatim(part)
-                if value is not None:
-                    blocks.append(value)
+        blocks = _base.render_parts(parts, lambda text: {"type": "input_text", "text": text},
+                                    _responses_file, FORMAT.raw_value)
         if not blocks:
             return []
         out_role = role if role in _INPUT_ROLES else "user"
@@ -171,7 +138,7 @@ def _responses_canonical(message: Message) -> list[JSON]:
 
     def flush() -> None:
         for p in pending:
-            text = output_text(p)
+            text = _base.output_text(p)
             if text is not None:
                 out.append({"type": "function_call_output", "call_id": p.get("toolCallId"),
                             "output": text})
@@ -186,17 +153,17 @@ def _responses_canonical(message: Message) -> list[JSON]:
 
     for part in parts:
         kind = part.get("type")
-        if is_tool(part):
+        if _base.is_tool(part):
             flush_text()
-            if has_call(part):
+            if _base.has_call(part):
                 out.append({"type": "function_call", "call_id": part.get("toolCallId"),
-                            "name": name_of(part), "arguments": arguments(part)})
+                            "name": _base.name_of(part), "arguments": _base.arguments(part)})
             pending.append(part)
             continue
         flush()
         if kind == "text" and isinstance(part.get("text"), str):
             text.append(part["text"])
-        elif kind in ("reasoning", RAW_PART_TYPE):
+        elif kind in ("reasoning", _base.RAW_PART_TYPE):
             value = FORMAT.verbatim(part)
             if value is not None:
                 flush_text()
