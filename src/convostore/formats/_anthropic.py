@@ -27,7 +27,7 @@ def _anthropic_block(group: Group, block: Any, b: Builder | None = None) -> JSON
                 source.get("media_type"), str
             ):
                 i = group.add(_base.file_from_base64(source["data"], source["media_type"],
-                                                block.get("title")))
+                                                     block.get("title")))
                 return {**block, "source": {**source, "data": _base.hole("b64", i)}}
             if stype == "url" and isinstance(source.get("url"), str):
                 default = "image/*" if kind == "image" else "application/pdf"
@@ -47,7 +47,7 @@ def _anthropic_block(group: Group, block: Any, b: Builder | None = None) -> JSON
                     "input": _base.hole("input", i)}
         if kind == "tool_result" and b is not None:
             return _base.result_layout(b, group, block, id_key="tool_use_id", output_key="content",
-                                  error=block.get("is_error") is True)
+                                       error=block.get("is_error") is True)
     return FORMAT.keep_raw(group, block)
 
 

@@ -302,8 +302,8 @@ class Group:
 class Builder:
     """Groups source messages into UIMessages (one per input message, one per assistant turn)."""
 
-    def __init__(self, fmt: str) -> None:
-        self.fmt = fmt
+    def __init__(self, format_name: str) -> None:
+        self.format_name = format_name
         self.groups: list[Group] = []
         self.turn: Group | None = None  # the assistant turn results may still join
 
@@ -355,7 +355,7 @@ class Builder:
         """The UIMessages built, each with its layout under ``metadata.convostore``."""
         out: list[Message] = []
         for group in self.groups:
-            layout: dict[str, Any] = {"format": self.fmt, "source": group.source}
+            layout: dict[str, Any] = {"format": self.format_name, "source": group.source}
             if extra:
                 layout.update(extra)
             out.append({

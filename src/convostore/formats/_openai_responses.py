@@ -72,7 +72,7 @@ def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             group = b.results()
             group.source.append(_base.result_layout(b, group, item, id_key="call_id",
-                                               output_key="output", name=item.get("name")))
+                                                    output_key="output", name=item.get("name")))
         elif kind == "compaction":
             group = b.standalone("assistant")
             group.source.append(FORMAT.keep_raw(group, item))

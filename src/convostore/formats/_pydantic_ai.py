@@ -29,7 +29,7 @@ def _pydantic_user_item(group: Group, item: Any) -> JSON:
             return {**item, "data": _base.hole("b64", i)}
         if kind in _URL_KINDS and isinstance(item.get("url"), str):
             i = group.add(_base.file_from_url(item["url"], media_type=item.get("media_type"),
-                                         default=_URL_KINDS[kind]))
+                                              default=_URL_KINDS[kind]))
             return {**item, "url": _base.hole("url", i)}
     return FORMAT.keep_raw(group, item)
 
@@ -84,7 +84,7 @@ def _pydantic_request_part(
             kind == "tool-return" or isinstance(part.get("tool_name"), str)
         ):
             return _base.result_layout(b, group, part, id_key="tool_call_id", output_key="content",
-                                  name=part.get("tool_name"), error=kind == "retry-prompt")
+                                       name=part.get("tool_name"), error=kind == "retry-prompt")
     return FORMAT.keep_raw(group, part)
 
 
@@ -96,8 +96,9 @@ def _pydantic_response_part(group: Group, part: Any) -> JSON:
             return {**part, "content": _base.hole("text", group.add(_base.text_part(content)))}
         if kind == "thinking" and isinstance(content, str):
             provider = part.get("provider_name")
-            i = group.add(FORMAT.reasoning_part(content, part,
-                                          provider if isinstance(provider, str) else "pydantic-ai"))
+            if not isinstance(provider, str):
+                provider = "pydantic-ai"
+            i = group.add(FORMAT.reasoning_part(content, part, provider))
             return _base.hole("item", i)
         if kind == "tool-call" and isinstance(part.get("tool_name"), str) and isinstance(
             part.get("tool_call_id"), str
