@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from . import __version__, codec
+from ._parts import parse_data_url
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
 from .manager import SessionManager
@@ -138,8 +139,9 @@ def _part_preview(part: object, width: int = _PREVIEW) -> str:
         bits = ["file", str(part.get("mediaType", "?"))]
         if isinstance(part.get("filename"), str):
             bits.append(part["filename"])
-        if url.startswith("data:") and "," in url:
-            data = url.split(",", 1)[1]
+        header = parse_data_url(url)
+        if header is not None:
+            data = url[header.comma + 1 :]
             bits.append(_size(len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))))
         elif url:
             bits.append(_clip(url, 40))

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .errors import InvalidMessage, InvalidMessageType
 from .model import Message, is_tool_type
 
@@ -74,13 +75,6 @@ def validate_message(message: object) -> Message:
     return msg
 
 
-# One encoder for every call: json.dumps with non-default options builds a new one each time.
-# No circular-reference bookkeeping on every container: a cycle ends in RecursionError instead,
-# and dumps() then finds it (see _find_bad_value).
-_ENCODER = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
-)
-
 MAX_JSON_DEPTH = 500
 """How deep the search for the field to blame goes once the JSON encoder has failed.
 
@@ -101,7 +95,8 @@ def dumps(value: Any) -> str:
     take a walk of every message on every append.
     """
     try:
-        text = _ENCODER.encode(value)
+        # A container that holds itself ends in RecursionError; _find_bad_value names it.
+        text = compact_json(value)
     except (TypeError, ValueError, RecursionError) as exc:
         field, problem = _find_bad_value(value, "", set(), 0)
         raise InvalidMessage(
@@ -341,26 +336,21 @@ def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str] | None:
     url = obj.get("url")
     declared = obj.get("mediaType")
     if isinstance(url, str):
-        if not url.startswith("data:"):
+        parsed = parse_data_url(url)
+        if parsed is None or not parsed.base64:
             return None
-        comma = url.find(",")
-        if comma < 0:
-            return None
-        header = url[5:comma]
-        if not header.endswith(";base64"):
-            return None
-        header_type = header[: -len(";base64")]
+        header_type = parsed.media_type
         if isinstance(declared, str):
             if header_type != declared:
                 return None  # the header could not be rebuilt from the part: keep it inline
             media_type = declared
         else:
-            media_type = header_type or "application/octet-stream"
+            media_type = header_type or DEFAULT_MEDIA_TYPE
             if media_type != header_type:
                 return None
         if media_type.startswith("text/"):
             return None
-        data = _decode_base64(url[comma + 1 :])
+        data = _decode_base64(url[parsed.comma + 1 :])
         return None if data is None else ("url", data, media_type)
     if isinstance(declared, str) and not declared.startswith("text/"):
         raw = obj.get("data")
@@ -504,7 +494,7 @@ def _resolve_walk(value: Any, depth: int, lookup: Mapping[str, tuple[str, bytes]
                 if key == "url":
                     declared = value.get("mediaType")
                     media_type = declared if isinstance(declared, str) else stored_type
-                    out[key] = f"data:{media_type};base64,{b64}"
+                    out[key] = make_data_url(media_type, b64)
                 else:
                     out[key] = b64
                 return out

@@ -10,8 +10,12 @@ three messages and a token-budgeted tail (at least two messages), never splits a
 its result, asks your ``summarize`` callable for a structured summary of the middle, and feeds
 the previous summary back in so that repeated compactions refine one growing summary (§6.6).
 
+Two names for two things: :data:`CompactionFunction` is the type of any compaction function
+(what ``on_compaction`` accepts); :class:`CompactFunction` is the class of the reference one.
+
 The building blocks are public for custom compaction functions: boundary alignment
-(:func:`align_boundary_forward`, :func:`align_boundary_backward`), the tail cut
+(:func:`align_boundary_forward`, :func:`align_boundary_backward`; they live in
+``_compaction_boundaries`` and are imported from here), the tail cut
 (:func:`find_tail_cut_by_tokens`), the summary budget and prompt (:func:`compute_summary_budget`,
 :func:`build_summary_prompt`), and two transcript fixers for what you send to a model
 (:func:`sanitize_tool_pairs`, :func:`truncate_older_messages`; behaviour.md §10.9).
@@ -21,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
-from convostore.model import CompactResult, Message, is_tool_type
+from convostore import _compaction_boundaries as _boundaries
+from convostore import _parts
+from convostore.model import CompactResult, Message
 from convostore.tokens import TokenCounter, estimate_message_tokens
 
 __all__ = [
@@ -54,17 +59,21 @@ __all__ = [
     "truncate_older_messages",
 ]
 
-COMPACTION_PREFIX = "compaction_"
-"""Id prefix of the synthetic message that stands for a compaction overlay on read."""
+# Public here, defined with the boundary functions that use them.
+COMPACTION_PREFIX = _boundaries.COMPACTION_PREFIX
+MIN_TAIL_MESSAGES = _boundaries.MIN_TAIL_MESSAGES
+DEFAULT_KEEP_RECENT_TOKENS = _boundaries.DEFAULT_KEEP_RECENT_TOKENS
+is_compaction_message = _boundaries.is_compaction_message
+is_tool_part = _boundaries.is_tool_part
+has_tool_calls = _boundaries.has_tool_calls
+get_tool_call_ids = _boundaries.get_tool_call_ids
+is_tool_result_for = _boundaries.is_tool_result_for
+align_boundary_forward = _boundaries.align_boundary_forward
+align_boundary_backward = _boundaries.align_boundary_backward
+find_tail_cut_by_tokens = _boundaries.find_tail_cut_by_tokens
 
 HEAD_MESSAGES = 3
 """Messages at the start of the history that the reference function never summarises."""
-
-MIN_TAIL_MESSAGES = 2
-"""Messages at the end of the history that the reference function always keeps."""
-
-DEFAULT_KEEP_RECENT_TOKENS = 20_000
-"""Default token budget of the kept tail."""
 
 STUB_RESULT_NOTE = "[Result omitted: this call belongs to the summarised part of the conversation]"
 """The ``result`` of a stub added by :func:`sanitize_tool_pairs` for a call that lost its result."""
@@ -73,11 +82,15 @@ CompactionFunction = Callable[
     [list[Message]],
     CompactResult | Mapping[str, str] | None | Awaitable[CompactResult | Mapping[str, str] | None],
 ]
-"""What :meth:`Session.on_compaction` accepts: called with the overlaid history of a branch.
+"""The type of any compaction function: what :meth:`Session.on_compaction` accepts.
 
-It returns the range to summarise and its summary, as a :class:`~convostore.model.CompactResult`
-or a mapping (see :func:`coerce_compact_result`), or ``None`` to do nothing. An async store
-awaits an awaitable result.
+Any callable will do (a plain function, a lambda, a :class:`CompactFunction`): it is called
+with the overlaid history of a branch and returns the range to summarise and its summary, as a
+:class:`~convostore.model.CompactResult` or a mapping (see :func:`coerce_compact_result`), or
+``None`` to do nothing. An async store awaits an awaitable result.
+
+Not to be confused with :class:`CompactFunction`, the one concrete compaction function this
+module ships.
 """
 
 Summarize = Callable[[str], str | Awaitable[str]]
@@ -88,164 +101,6 @@ _PROMPT_JSON_CHARS = 500
 _MAX_DEPTH = 8
 _MIN_CHILD_CHARS = 64
 _MAX_CHILD_SHARES = 10
-
-
-# ── Compaction messages and tool parts ────────────────────────────────────────────────────────
-
-
-def is_compaction_message(message: Message) -> bool:
-    """Tell whether a message is the synthetic stand-in of a compaction overlay.
-
-    :param message: a message of an overlaid history.
-    :return: True when its id starts with :data:`COMPACTION_PREFIX`.
-    """
-    message_id = message.get("id")
-    return isinstance(message_id, str) and message_id.startswith(COMPACTION_PREFIX)
-
-
-def is_tool_part(part: object) -> TypeGuard[dict[str, Any]]:
-    """Tell whether a message part is a tool invocation (``tool-<name>`` or ``dynamic-tool``).
-
-    :param part: one element of a message's ``parts``.
-    :return: True for a tool part.
-    """
-    return isinstance(part, dict) and is_tool_type(part.get("type"))
-
-
-def _parts(message: Message) -> Sequence[Any]:
-    parts = message.get("parts")
-    return parts if isinstance(parts, list) else ()
-
-
-def has_tool_calls(message: Message) -> bool:
-    """Tell whether any part of a message is a tool part.
-
-    :param message: the message to inspect.
-    :return: True when it has at least one tool part.
-    """
-    return any(is_tool_part(part) for part in _parts(message))
-
-
-def get_tool_call_ids(message: Message) -> set[str]:
-    """Collect the ``toolCallId`` of every tool part of a message that has one.
-
-    :param message: the message to inspect.
-    :return: the call ids (string ids only).
-    """
-    ids: set[str] = set()
-    for part in _parts(message):
-        if is_tool_part(part):
-            call_id = part.get("toolCallId")
-            if isinstance(call_id, str):
-                ids.add(call_id)
-    return ids
-
-
-def is_tool_result_for(message: Message, call_ids: Iterable[str]) -> bool:
-    """Tell whether a message carries a tool part answering one of the given calls.
-
-    :param message: the message to inspect.
-    :param call_ids: the call ids to look for.
-    :return: True when one of its tool parts has a ``toolCallId`` in ``call_ids``.
-    """
-    wanted = call_ids if isinstance(call_ids, (set, frozenset)) else set(call_ids)
-    for part in _parts(message):
-        if is_tool_part(part):
-            call_id = part.get("toolCallId")
-            if isinstance(call_id, str) and call_id in wanted:
-                return True
-    return False
-
-
-def _is_calling_assistant(message: Message) -> bool:
-    return message.get("role") == "assistant" and has_tool_calls(message)
-
-
-# ── Boundaries ────────────────────────────────────────────────────────────────────────────────
-
-
-def align_boundary_forward(messages: Sequence[Message], idx: int) -> int:
-    """Move the start of a range forward past the results of a call made just before it.
-
-    When ``messages[idx - 1]`` is an assistant message with tool calls, ``idx`` advances while
-    ``messages[idx]`` carries results for those calls. An index at or outside the ends is
-    returned as it is.
-
-    :param messages: the history.
-    :param idx: the candidate boundary (first index of the range).
-    :return: the aligned boundary.
-    """
-    if idx <= 0 or idx >= len(messages):
-        return idx
-    previous = messages[idx - 1]
-    if _is_calling_assistant(previous):
-        call_ids = get_tool_call_ids(previous)
-        while idx < len(messages) and is_tool_result_for(messages[idx], call_ids):
-            idx += 1
-    return idx
-
-
-def align_boundary_backward(messages: Sequence[Message], idx: int) -> int:
-    """Move the end of a range backward so a call stays with its results in the kept tail.
-
-    While ``messages[idx]`` is not itself an assistant message with tool calls but answers the
-    calls of ``messages[idx - 1]``, ``idx`` moves back by one. An index at or outside the ends is
-    returned as it is.
-
-    :param messages: the history.
-    :param idx: the candidate boundary (first index of the kept tail).
-    :return: the aligned boundary.
-    """
-    if idx <= 0 or idx >= len(messages):
-        return idx
-    while idx > 0:
-        current = messages[idx]
-        if _is_calling_assistant(current):
-            break
-        previous = messages[idx - 1]
-        if _is_calling_assistant(previous) and is_tool_result_for(
-            current, get_tool_call_ids(previous)
-        ):
-            idx -= 1
-            continue
-        break
-    return idx
-
-
-def find_tail_cut_by_tokens(
-    messages: Sequence[Message],
-    head_end: int,
-    budget: float = DEFAULT_KEEP_RECENT_TOKENS,
-    min_tail: int = MIN_TAIL_MESSAGES,
-    token_counter: TokenCounter | None = None,
-) -> int:
-    """Find where the kept tail starts: a token budget walked back from the newest message.
-
-    Messages are taken from the newest down to ``head_end`` while their estimates fit in
-    ``budget``; the newest message is always taken. The tail is then widened to at least
-    ``min_tail`` messages when that stays clear of the head, and aligned with
-    :func:`align_boundary_backward`.
-
-    :param messages: the history.
-    :param head_end: index of the first message that may be summarised.
-    :param budget: token budget of the tail.
-    :param min_tail: the tail keeps at least this many messages (when the head allows).
-    :param token_counter: counts strings instead of the built-in heuristic.
-    :return: index of the first kept message; everything before it (from ``head_end``) may be
-        summarised.
-    """
-    n = len(messages)
-    accumulated = 0
-    token_cut = n
-    for i in range(n - 1, head_end - 1, -1):
-        tokens = estimate_message_tokens((messages[i],), token_counter)
-        if accumulated + tokens > budget and token_cut < n:
-            break
-        accumulated += tokens
-        token_cut = i
-    min_cut = n - min_tail
-    cut = min(token_cut, min_cut) if min_cut >= head_end else token_cut
-    return align_boundary_backward(messages, cut)
 
 
 # ── Summary prompt ────────────────────────────────────────────────────────────────────────────
@@ -264,8 +119,10 @@ def compute_summary_budget(
 
 
 def _json_text(value: object) -> str:
+    # Shown to a model or measured, never parsed back: NaN is written, and a value that is not
+    # JSON is shown as Python prints it.
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return _parts.compact_json(value, allow_nan=True)
     except (TypeError, ValueError, RecursionError):
         return str(value)
 
@@ -281,27 +138,17 @@ def _truthy(value: object) -> bool:
     return True
 
 
-def _tool_name(part: Mapping[str, Any]) -> str:
-    name = part.get("toolName")
-    if isinstance(name, str) and name:
-        return name
-    part_type = part.get("type")
-    if isinstance(part_type, str) and part_type.startswith("tool-") and len(part_type) > 5:
-        return part_type[5:]
-    return "unknown"
-
-
 def _render_message(message: Message) -> str:
     texts: list[str] = []
     tools: list[str] = []
-    for part in _parts(message):
+    for part in _parts.parts(message):
         if not isinstance(part, dict):
             continue
         if part.get("type") == "text":
             text = part.get("text")
             texts.append(text if isinstance(text, str) else "")
         elif is_tool_part(part):
-            lines = [f"[Tool: {_tool_name(part)}]"]
+            lines = [f"[Tool: {_parts.tool_name(part) or 'unknown'}]"]
             tool_input = part.get("input")
             if _truthy(tool_input):
                 lines.append(f"Input: {_json_text(tool_input)[:_PROMPT_JSON_CHARS]}")
@@ -430,7 +277,7 @@ def sanitize_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     for message in messages:
         if message.get("role") == "assistant":
             call_ids |= get_tool_call_ids(message)
-        for part in _parts(message):
+        for part in _parts.parts(message):
             call_id = _result_call_id(part)
             if call_id is not None:
                 result_ids.add(call_id)
@@ -440,13 +287,13 @@ def sanitize_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     repaired: list[Message] = []
     for message in messages:
         if orphaned:
-            parts = _parts(message)
+            parts = _parts.parts(message)
             kept = [part for part in parts if _result_call_id(part) not in orphaned]
             if len(kept) != len(parts):
                 message = {**message, "parts": kept}
         repaired.append(message)
         if missing and message.get("role") == "assistant":
-            for part in _parts(message):
+            for part in _parts.parts(message):
                 if not is_tool_part(part):
                     continue
                 call_id = part.get("toolCallId")
@@ -468,7 +315,7 @@ def sanitize_tool_pairs(messages: Sequence[Message]) -> list[Message]:
                         ],
                     }
                 )
-    return [message for message in repaired if _parts(message)]
+    return [message for message in repaired if _parts.parts(message)]
 
 
 def _measure(value: object) -> int:
@@ -558,7 +405,7 @@ def truncate_older_messages(
             continue
         changed = False
         new_parts: list[Any] = []
-        for part in _parts(message):
+        for part in _parts.parts(message):
             if is_tool_part(part) and part.get("output") is not None:
                 output = part["output"]
                 if _measure(output) > max_tool_output_chars:
@@ -582,7 +429,7 @@ def _previous_summary(messages: Iterable[Message]) -> str | None:
         if is_compaction_message(message):
             return "\n".join(
                 part["text"]
-                for part in _parts(message)
+                for part in _parts.parts(message)
                 if isinstance(part, dict)
                 and part.get("type") == "text"
                 and isinstance(part.get("text"), str)
@@ -609,7 +456,12 @@ def _running_loop() -> bool:
 
 
 class CompactFunction:
-    """The reference compaction function returned by :func:`create_compact_function`.
+    """The reference compaction function: the class of what :func:`create_compact_function` returns.
+
+    One :data:`CompactionFunction` among others (that alias is the type of any callable
+    :meth:`Session.on_compaction` accepts); this one summarises the middle of a history with your
+    ``summarize`` callable. :meth:`plan` picks the range and builds the prompt without calling
+    the model.
 
     Call it with the overlaid history (``fn(messages)``) to get a
     :class:`~convostore.model.CompactResult` or ``None``; in async code, ``await

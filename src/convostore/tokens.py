@@ -17,11 +17,11 @@ serialised at most once, and a data URL is measured without being copied.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from convostore._parts import DEFAULT_MEDIA_TYPE, DataURL, compact_json, parse_data_url
 from convostore.codec import escape_lone_surrogates
 from convostore.model import Message, is_tool_type
 
@@ -62,8 +62,6 @@ IMAGE_ATTACHMENT_TOKENS = 1_600
 MAX_ATTACHMENT_TOKENS = 20_000
 """Ceiling of the bytes/4 charge for any other attachment."""
 
-_DEFAULT_MEDIA_TYPE = "application/octet-stream"
-
 
 # What str.split() splits an ASCII string on, the space apart (it is counted unconditionally).
 _ASCII_WHITESPACE_BUT_SPACE = "\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
@@ -103,9 +101,6 @@ def estimate_string_tokens(s: str) -> int:
     return math.ceil(chars if chars > words else words)
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
 def _json_text_tokens(s: str) -> int:
     """:func:`estimate_string_tokens` of compact JSON text made by a ``json`` encoder.
 
@@ -143,7 +138,8 @@ def estimate_value_tokens(
     text = None if encoded is None else encoded.get(id(value))
     if text is None:
         try:
-            text = escape_lone_surrogates(_ENCODER.encode(value))
+            # NaN is written as ``NaN``: this text is only measured, never parsed back.
+            text = escape_lone_surrogates(compact_json(value, allow_nan=True))
         except (TypeError, ValueError, RecursionError):
             text = str(value)  # not JSON: counted as a plain string
             return estimate_string_tokens(text) if token_counter is None else token_counter(text)
@@ -215,13 +211,12 @@ def estimate_attachment_tokens(media_type: str, byte_count: int) -> int:
     return min(-(-byte_count // 4), MAX_ATTACHMENT_TOKENS)
 
 
-def _data_url_bytes(url: str) -> int:
+def _data_url_bytes(header: DataURL | None, url: str) -> int:
     # Decoded size of a data URL's payload, measured without slicing the (possibly huge) string.
-    comma = url.find(",")
-    if comma < 0:
-        return 0
-    payload_length = len(url) - comma - 1
-    if url.endswith(";base64", 0, comma):
+    if header is None:
+        return 0  # no comma: no payload
+    payload_length = len(url) - header.comma - 1
+    if header.base64:
         return payload_length * 3 // 4
     return payload_length
 
@@ -257,6 +252,6 @@ def estimate_row_tokens(
             continue
         media_type = part.get("mediaType")
         if not isinstance(media_type, str):
-            media_type = _DEFAULT_MEDIA_TYPE
-        total += estimate_attachment_tokens(media_type, _data_url_bytes(url))
+            media_type = DEFAULT_MEDIA_TYPE
+        total += estimate_attachment_tokens(media_type, _data_url_bytes(parse_data_url(url), url))
     return total

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from convostore._parts import tool_name
 from convostore.tokens import estimate_string_tokens
 
 from ._blocks import (
@@ -90,16 +91,6 @@ class _Block:
         )
 
 
-def _tool_name(part: Mapping[str, Any]) -> str | None:
-    name = part.get("toolName")
-    if isinstance(name, str):
-        return name
-    kind = part.get("type")
-    if isinstance(kind, str) and kind.startswith("tool-"):
-        return kind[5:]
-    return None
-
-
 def _skill_input(part: Mapping[str, Any]) -> tuple[str, str] | None:
     value = part.get("input")
     if isinstance(value, str):
@@ -130,7 +121,7 @@ def fold_skill_events(message: Any, loaded: dict[str, None]) -> None:
     for part in parts:
         if not isinstance(part, dict) or part.get("state") != "output-available":
             continue
-        name = _tool_name(part)
+        name = tool_name(part)
         if name not in (LOAD_CONTEXT, UNLOAD_CONTEXT):
             continue
         target = _skill_input(part)
@@ -167,7 +158,7 @@ def unloaded_copy(message: Any, label: str, key: str) -> dict[str, Any] | None:
         if (
             isinstance(part, dict)
             and part.get("state") == "output-available"
-            and _tool_name(part) == LOAD_CONTEXT
+            and tool_name(part) == LOAD_CONTEXT
             and _skill_input(part) == (label, key)
             and not (
                 isinstance(part.get("output"), str)
