@@ -45,14 +45,13 @@ from __future__ import annotations
 from ._manager import (
     CONTINUATION_PREFIX,
     SESSION_SEARCH,
-    AsyncHistorySearchProvider,
-    AsyncSessionManager,
     HistorySearchProvider,
     SessionInfo,
     SessionManager,
     UnknownMessage,
     UnknownSession,
 )
+from ._manager_async import AsyncHistorySearchProvider, AsyncSessionManager
 
 __all__ = [
     "CONTINUATION_PREFIX",
