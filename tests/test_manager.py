@@ -17,6 +17,7 @@ import pytest
 from _blocking import _Blocking, _wait
 from _helpers import ids, text
 
+import convostore._manager as manager_impl
 import convostore.manager as manager_module
 from convostore import AsyncSessions, Sessions
 from convostore.context import AsyncContext, Context, ToolDefinition
@@ -111,7 +112,7 @@ def test_list_breaks_ties_by_id_and_pages_through_them(
     manager: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A frozen clock makes every updated_at equal, so only the id tie-break orders the list.
-    monkeypatch.setattr(manager_module, "now_ms", lambda: 1_000)
+    monkeypatch.setattr(manager_impl, "now_ms", lambda: 1_000)
     made = [manager.create(f"s{i}") for i in range(7)]
     listed = manager.list()
     assert {i.updated_at for i in listed} == {1_000}
