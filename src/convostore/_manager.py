@@ -60,7 +60,8 @@ class UnknownMessage(ConvostoreError, KeyError):
 
 @dataclass(frozen=True)
 class SessionInfo:
-    """One registry row: a managed session's name, lineage, usage and times."""
+    """One registry row: a managed session's name, lineage, usage and times (a
+    :class:`~convostore.SessionSummary` is what the store knows from messages alone)."""
 
     id: str
     name: str
