@@ -8,20 +8,28 @@ splicing, overlays, attachments, budgets) lives in :mod:`convostore.session`, wr
   PostgreSQL: a transaction-scoped advisory lock on the session id), so the next ``seq`` and the
   active leaf can be derived from rows inside it.
 - :class:`Ops` is what a scope yields: the operations themselves.
-- :class:`AttachmentStore` is the small interface of an out-of-line payload store (a directory,
-  or anything with the same methods).
+- :class:`Engine` is what an engine module declares about itself for the registry
+  (:mod:`._engines`): the URLs it takes, its options, its worker model, its schema as data, how
+  it opens a :class:`Backend`. ``docs/engines.md`` walks through adding one.
 - ``_marks`` and ``_batches`` split key lists into ``IN (?, ...)`` batches for the shared SQL.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
+
+if TYPE_CHECKING:  # types only: both modules build on this one
+    from ._legacy_sql import LegacySql
+    from ._migrate import Migrations
 
 _T = TypeVar("_T")
+
+SHARED_ACROSS_PROCESSES = "shared_across_processes"
+"""Capability: several processes (or machines) may open the same store at once."""
 
 # Helpers of the shared SQL, here because both _sql and _registry (which _sql imports) use them.
 
@@ -134,6 +142,14 @@ class FtsHit:
 class Ops(Protocol):
     """The operations available inside a read or write scope."""
 
+    @property
+    def legacy(self) -> LegacySql:
+        """The engine's SQL for lifting the reference system's tables (:mod:`._legacy_sql`)."""
+        ...
+
+    # -- catalog -------------------------------------------------------------------------------
+    def existing_tables(self, names: Sequence[str]) -> set[str]: ...
+
     # -- reads ---------------------------------------------------------------------------------
     def tail(self, session_id: str) -> tuple[str, int] | None: ...
     def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]: ...
@@ -242,10 +258,56 @@ class Backend(Protocol):
         ...
 
 
-class AttachmentStore(Protocol):
-    """A place for large payloads addressed by key (a directory, or anything alike)."""
+@dataclass(frozen=True)
+class OpenOptions:
+    """The options of :meth:`~convostore.Sessions.open` that reach an engine.
 
-    def get(self, key: str) -> bytes | None: ...
-    def put(self, key: str, data: bytes) -> None: ...
-    def delete(self, key: str) -> None: ...
-    def keys(self) -> Iterator[str]: ...
+    ``pool`` and ``schema`` are None unless given, and an engine that does not declare one of
+    them refuses it (:attr:`Engine.options`); the others have defaults and an engine with no use
+    for one ignores it.
+    """
+
+    pool: Any = None
+    pool_size: int = 10
+    schema: str | None = None
+    durability: Literal["normal", "full"] = "normal"
+    busy_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What an engine module declares about itself (its ``ENGINE``), read by :mod:`._engines`.
+
+    Declaring must stay cheap: importing the module that holds the declaration must not import
+    a driver that may be missing (that import belongs inside :attr:`open`).
+    """
+
+    name: str
+    """Short name, e.g. ``"sqlite"``."""
+    title: str
+    """Name in messages, e.g. ``"SQLite"``."""
+    forms: tuple[str, ...]
+    """How the unknown-scheme error lists the URLs it takes, e.g. ``("postgresql://...",)``."""
+    parse: Callable[[str], str | None]
+    """The target (a path, a connection string) of a URL this engine takes, or None when the URL
+    is not one of its; raises :class:`~convostore.errors.InvalidURL` for one of its malformed."""
+    open: Callable[[str | None, OpenOptions], Backend]
+    """Open a backend on a target (None: from ``options.pool``)."""
+    workers: Callable[[object], int]
+    """Worker threads :class:`~convostore.AsyncSessions` should use, given ``pool_size`` as the
+    caller passed it (unchecked)."""
+    capabilities: Callable[[str | None], frozenset[str]]
+    """What a store opened on a target can do beyond the common API."""
+    local_file: Callable[[str], str | None]
+    """The file a target names on this machine, or None (in memory, a server)."""
+    migrations: Migrations
+    """Its schema as data (:mod:`._migrate`)."""
+    options: frozenset[str] = frozenset()
+    """Which of the optional options (``pool``, ``schema``) it takes."""
+    paths: bool = False
+    """Bare paths and :class:`os.PathLike` objects open with this engine (one engine: SQLite)."""
+    requires: tuple[str, ...] = ()
+    """Modules of an optional driver, imported before :attr:`open`; missing →
+    :class:`~convostore.errors.MissingDependency` naming the first and :attr:`extra`."""
+    extra: str = ""
+    """The ``convostore[extra]`` that installs :attr:`requires`."""
