@@ -59,11 +59,8 @@ END
 $$"""
 _FTS_DDL = [
     f"""CREATE TABLE IF NOT EXISTS {FTS} (
-        session_id TEXT COLLATE "C" NOT NULL,
-        id TEXT COLLATE "C" NOT NULL,
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        tsv TSVECTOR NOT NULL,
+        session_id TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
+        role TEXT NOT NULL, content TEXT NOT NULL, tsv TSVECTOR NOT NULL,
         PRIMARY KEY (session_id, id)
     )""",
     f"CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON {FTS} USING GIN (tsv)",

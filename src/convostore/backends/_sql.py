@@ -25,13 +25,21 @@ from ._schema import (
     SESSION_STATE,
 )
 from .base import (
+    AppendProbe,
+    AttachmentMeta,
     CompactionRow,
     ContentRow,
+    Continuation,
     FtsHit,
     NewRow,
     PathArrays,
     PathRow,
     RowMeta,
+    RowSize,
+    ScannedRow,
+    SessionTotals,
+    Suffix,
+    Tail,
     _batches,
     _marks,
 )
@@ -79,14 +87,14 @@ class SqlOps(RegistryOps):
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def tail(self, session_id: str) -> tuple[str, int] | None:
+    def tail(self, session_id: str) -> Tail | None:
         row = self._one(
             f"SELECT id, seq FROM {MESSAGES} WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
             (session_id,),
         )
-        return None if row is None else (row[0], row[1])
+        return None if row is None else Tail(row[0], row[1])
 
-    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]:
+    def append_probe(self, session_id: str, id: str) -> AppendProbe:
         """(does ``id`` exist, the newest row's id, the highest seq) in one statement."""
         row = self._one(
             f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ? AND id = ?), "
@@ -95,7 +103,7 @@ class SqlOps(RegistryOps):
             (session_id, id, session_id, session_id),
         )
         assert row is not None
-        return bool(row[0]), row[1], int(row[2] or 0)
+        return AppendProbe(bool(row[0]), row[1], int(row[2] or 0))
 
     def row_meta(self, session_id: str, id: str) -> RowMeta | None:
         row = self._one(
@@ -125,11 +133,11 @@ class SqlOps(RegistryOps):
             )
         return out
 
-    def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]:
-        out: list[tuple[str, int, str]] = []
+    def continuations(self, session_id: str, ids: Sequence[str]) -> list[Continuation]:
+        out: list[Continuation] = []
         for batch in _batches(ids):
             out.extend(
-                (r[0], r[1], r[2])
+                Continuation(r[0], r[1], r[2])
                 for r in self._all(
                     f"SELECT id, idx, content FROM {MESSAGE_CHUNKS} "
                     f"WHERE session_id = ? AND id IN ({_marks(len(batch))}) ORDER BY id, idx",
@@ -255,7 +263,7 @@ class SqlOps(RegistryOps):
 
     def suffix(
         self, session_id: str, leaf_id: str | None, budget: int
-    ) -> tuple[str | None, PathArrays, str | None, list[ContentRow]]:
+    ) -> Suffix:
         """The newest rows of a path whose bytes sum to at most ``budget``, with their content.
 
         ``leaf_id`` None means the active leaf. Returns (the leaf's id, the window root → leaf,
@@ -291,13 +299,13 @@ class SqlOps(RegistryOps):
         out.bytes.reverse()
         out.tokens.reverse()
         rows.reverse()
-        return leaf, out, beyond, rows
+        return Suffix(leaf, out, beyond, rows)
 
-    def newest_sizes(self, session_id: str, limit: int) -> list[tuple[str, str | None, int, int]]:
+    def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]:
         """(id, parent_id, seq, stored bytes) of the ``limit`` newest rows, newest first; no
         content is read."""
         return [
-            (r[0], r[1], r[2], r[3])
+            RowSize(r[0], r[1], r[2], r[3])
             for r in self._all(_newest("id, parent_id, seq, bytes", bounded=False),
                                (session_id, limit))
         ]
@@ -343,15 +351,15 @@ class SqlOps(RegistryOps):
         row = self._one(f"SELECT epoch FROM {SESSION_STATE} WHERE session_id = ?", (session_id,))
         return 0 if row is None else int(row[0])
 
-    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, tuple[str, int]]:
-        out: dict[str, tuple[str, int]] = {}
+    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, AttachmentMeta]:
+        out: dict[str, AttachmentMeta] = {}
         for batch in _batches(list(hashes)):
             for h, media_type, size in self._all(
                 f"SELECT hash, media_type, bytes FROM {ATTACHMENTS} "
                 f"WHERE hash IN ({_marks(len(batch))})",
                 tuple(batch),
             ):
-                out[h] = (media_type, size)
+                out[h] = AttachmentMeta(media_type, size)
         return out
 
     def attachment_data(self, hashes: Sequence[str]) -> dict[str, bytes]:
@@ -366,10 +374,10 @@ class SqlOps(RegistryOps):
                 parts[h].append(bytes(data))
         return {h: b"".join(chunks) for h, chunks in parts.items()}
 
-    def session_summaries(self) -> list[tuple[str, int, int, int]]:
+    def session_summaries(self) -> list[SessionTotals]:
         """(session id, messages, stored bytes, newest created_at) for every session."""
         return [
-            (r[0], int(r[1]), int(r[2] or 0), int(r[3] or 0))
+            SessionTotals(r[0], int(r[1]), int(r[2] or 0), int(r[3] or 0))
             for r in self._all(
                 f"SELECT session_id, count(*), sum(bytes), max(created_at) FROM {MESSAGES} "
                 "GROUP BY session_id ORDER BY session_id"
@@ -395,7 +403,7 @@ class SqlOps(RegistryOps):
 
     def scan_rows(
         self, after: tuple[str, str] | None, limit: int
-    ) -> list[tuple[str, ContentRow, str]]:
+    ) -> list[ScannedRow]:
         """Message rows of every session in key order, after ``after``: (session, row, role)."""
         if after is None:
             rows = self._all(
@@ -411,7 +419,7 @@ class SqlOps(RegistryOps):
                 "ORDER BY session_id, id LIMIT ?",
                 (after[0], after[1], limit),
             )
-        return [(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
+        return [ScannedRow(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
 
     def _search(
         self, select: str, match: Any, session_id: str | None, order: str, limit: int

@@ -98,6 +98,78 @@ class ContentRow(NamedTuple):
     created_at: int
 
 
+class Tail(NamedTuple):
+    """A session's newest row: its id and seq (the active leaf when nothing else is stored)."""
+
+    id: str
+    seq: int
+
+
+class AppendProbe(NamedTuple):
+    """What an append needs to know, read in one statement."""
+
+    exists: bool
+    """A row with the new message's id is already stored in the session."""
+    tail_id: str | None
+    """The session's newest row (the default parent), None in an empty session."""
+    max_seq: int
+    """The highest seq in the session (0 when empty): the new row takes the next one."""
+
+
+class Suffix(NamedTuple):
+    """The newest rows of a path that fit a byte budget (:meth:`Ops.suffix`)."""
+
+    leaf_id: str | None
+    """The path's leaf, None when the session is empty."""
+    window: PathArrays
+    """The rows that fit, root side first."""
+    beyond: str | None
+    """The first older row that did not fit, None when the window reaches a root."""
+    rows: list[ContentRow]
+    """The window's rows with their content, in the window's order."""
+
+
+class RowSize(NamedTuple):
+    """A message row's place and stored size, without its content."""
+
+    id: str
+    parent_id: str | None
+    seq: int
+    bytes: int
+
+
+class Continuation(NamedTuple):
+    """One continuation slice of a message (``idx`` from 1)."""
+
+    id: str
+    idx: int
+    content: str
+
+
+class AttachmentMeta(NamedTuple):
+    """A stored payload's media type and size in bytes."""
+
+    media_type: str
+    bytes: int
+
+
+class SessionTotals(NamedTuple):
+    """One session's message count, stored bytes and newest ``created_at``."""
+
+    session_id: str
+    messages: int
+    bytes: int
+    last_write: int
+
+
+class ScannedRow(NamedTuple):
+    """A message row of any session, as a key-order scan of every session returns it."""
+
+    session_id: str
+    row: ContentRow
+    role: str
+
+
 @dataclass(frozen=True)
 class CompactionRow:
     """A stored compaction record."""
@@ -151,35 +223,29 @@ class Ops(Protocol):
     def existing_tables(self, names: Sequence[str]) -> set[str]: ...
 
     # -- reads ---------------------------------------------------------------------------------
-    def tail(self, session_id: str) -> tuple[str, int] | None: ...
-    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]: ...
+    def tail(self, session_id: str) -> Tail | None: ...
+    def append_probe(self, session_id: str, id: str) -> AppendProbe: ...
     def row_meta(self, session_id: str, id: str) -> RowMeta | None: ...
-    def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]: ...
+    def continuations(self, session_id: str, ids: Sequence[str]) -> list[Continuation]: ...
     def children(self, session_id: str, parent_id: str) -> list[ContentRow]: ...
     def roots(self, session_id: str) -> list[ContentRow]: ...
     def path(self, session_id: str, leaf_id: str) -> PathArrays: ...
     def path_rows(self, session_id: str, leaf_id: str) -> list[PathRow]: ...
-    def suffix(
-        self, session_id: str, leaf_id: str | None, budget: int
-    ) -> tuple[str | None, PathArrays, str | None, list[ContentRow]]: ...
+    def suffix(self, session_id: str, leaf_id: str | None, budget: int) -> Suffix: ...
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]: ...
     def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]: ...
-    def newest_sizes(
-        self, session_id: str, limit: int
-    ) -> list[tuple[str, str | None, int, int]]: ...
+    def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]: ...
     def content_rows_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[ContentRow]: ...
-    def session_summaries(self) -> list[tuple[str, int, int, int]]: ...
+    def session_summaries(self) -> list[SessionTotals]: ...
     def walk_up(
         self, session_id: str, leaf_id: str, stop_id: str, limit: int
     ) -> list[PathRow]: ...
     def compactions(self, session_id: str) -> list[CompactionRow]: ...
     def epoch(self, session_id: str) -> int: ...
-    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, tuple[str, int]]: ...
+    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, AttachmentMeta]: ...
     def attachment_data(self, hashes: Sequence[str]) -> dict[str, bytes]: ...
     def stats(self) -> dict[str, int]: ...
-    def scan_rows(
-        self, after: tuple[str, str] | None, limit: int
-    ) -> list[tuple[str, ContentRow, str]]: ...
+    def scan_rows(self, after: tuple[str, str] | None, limit: int) -> list[ScannedRow]: ...
 
     # -- full-text index -----------------------------------------------------------------------
     def fts_exists(self) -> bool: ...

@@ -158,17 +158,9 @@ def open_postgres(target: str | None, options: OpenOptions) -> Backend:
 
 
 ENGINE = Engine(
-    name="postgres",
-    title="PostgreSQL",
-    forms=("postgresql://...",),
-    parse=_parse,
-    open=open_postgres,
-    workers=_workers,
-    capabilities=_capabilities,
-    local_file=_no_file,
-    migrations=MIGRATIONS,
-    options=frozenset({"pool", "schema"}),
-    requires=("psycopg", "psycopg_pool"),
-    extra="postgres",
+    "postgres", "PostgreSQL", forms=("postgresql://...",), options=frozenset({"pool", "schema"}),
+    parse=_parse, open=open_postgres, workers=_workers, capabilities=_capabilities,
+    local_file=_no_file, migrations=MIGRATIONS,
+    requires=("psycopg", "psycopg_pool"), extra="postgres",  # the driver, imported on open
 )
 """The PostgreSQL engine's declaration, listed in :data:`convostore.backends._engines.ENGINES`."""

@@ -22,7 +22,15 @@ from ._legacy_sql import LegacySql
 from ._migrate import Migrations, migrate
 from ._schema import ATTACHMENT_REFS, FTS, MESSAGES, META, SESSION_STATE
 from ._sql import SqlOps
-from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, FtsHit, OpenOptions, _marks
+from .base import (
+    SHARED_ACROSS_PROCESSES,
+    AppendProbe,
+    Backend,
+    Engine,
+    FtsHit,
+    OpenOptions,
+    _marks,
+)
 
 # Each step brings a database from the version before it to its own number (index + 1).
 _STEPS: list[list[str]] = [
@@ -173,11 +181,11 @@ class SqliteOps(SqlOps):
             is not None
         )
 
-    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]:
+    def append_probe(self, session_id: str, id: str) -> AppendProbe:
         # The index check rides along with the probe: one statement fewer per append.
         exists, tail, top, fts = self._conn.execute(_APPEND_PROBE, (id, session_id)).fetchone()
         self.fts_hint = bool(fts)
-        return bool(exists), tail, top or 0
+        return AppendProbe(bool(exists), tail, top or 0)
 
     def fts_create(self) -> None:
         self._run(
@@ -424,15 +432,8 @@ def open_sqlite(target: str | None, options: OpenOptions) -> Backend:
 
 
 ENGINE = Engine(
-    name="sqlite",
-    title="SQLite",
-    forms=("a file path", "sqlite:///path", ":memory:"),
-    parse=_parse,
-    open=open_sqlite,
-    workers=_workers,
-    capabilities=_capabilities,
-    local_file=_local_file,
-    migrations=MIGRATIONS,
-    paths=True,
+    "sqlite", "SQLite", forms=("a file path", "sqlite:///path", ":memory:"), paths=True,
+    parse=_parse, open=open_sqlite, workers=_workers, capabilities=_capabilities,
+    local_file=_local_file, migrations=MIGRATIONS,
 )
 """The SQLite engine's declaration, listed in :data:`convostore.backends._engines.ENGINES`."""
