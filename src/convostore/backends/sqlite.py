@@ -5,6 +5,11 @@ database exists only inside its connection, and SQLite serialises writers anyway
 processes may open one file: ``BEGIN IMMEDIATE`` takes the write lock before anything is read,
 so each write transaction sees the rows every earlier writer committed, and the busy timeout
 makes a writer wait its turn instead of failing.
+
+The module ends with the engine's declaration (:data:`ENGINE`): URLs are a file path (or
+``os.PathLike``), ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``file:path`` and
+``:memory:``; options ``durability`` and ``busy_timeout``; one worker thread for the async API,
+since one connection serves the store.
 """
 
 from __future__ import annotations
