@@ -19,7 +19,7 @@ from convostore import (
     Sessions,
     StoreClosed,
 )
-from convostore.backends._sql import SCHEMA_VERSION
+from convostore.backends._schema import SCHEMA_VERSION
 from convostore.backends.sqlite import WAL_AUTOCHECKPOINT_PAGES
 
 
@@ -108,11 +108,11 @@ def test_close_and_context_manager(tmp_path: Path) -> None:
 
 
 def test_an_older_schema_is_migrated_in_place(tmp_path: Path) -> None:
-    from convostore.backends.sqlite import _MIGRATIONS
+    from convostore.backends.sqlite import MIGRATIONS
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
-    for sql in _MIGRATIONS[0]:
+    for sql in MIGRATIONS.steps[0]:
         conn.execute(sql)
     conn.execute("CREATE TABLE convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute("INSERT INTO convostore_meta VALUES ('schema_version', '1')")

@@ -24,7 +24,7 @@ from convostore import (
     Sessions,
     StoreClosed,
 )
-from convostore.backends._sql import SCHEMA_VERSION
+from convostore.backends._schema import SCHEMA_VERSION
 from convostore.manager import SessionManager
 
 if TYPE_CHECKING:
@@ -246,15 +246,15 @@ def test_a_version_2_schema_migrates_and_its_rows_still_branch(
     before stay in it and are found as children beside rows written after."""
     from _helpers import V2_TREE_ROWS, check_v2_tree_after_migration
 
-    from convostore.backends.postgres import _META, _MIGRATIONS
+    from convostore.backends.postgres import MIGRATIONS
 
     schema = _fresh_schema()
     schemas.append(schema)
     with _admin() as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute("SELECT set_config('search_path', quote_ident(%s), false)", (schema,))
-        conn.execute(_META)
-        for step in _MIGRATIONS[:2]:
+        conn.execute(MIGRATIONS.meta)
+        for step in MIGRATIONS.steps[:2]:
             for sql in step:
                 conn.execute(sql)
         conn.execute("INSERT INTO convostore_meta VALUES ('schema_version', '2')")
@@ -379,7 +379,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
     import threading
     import time
 
-    from convostore.backends._legacy_sql import LEGACY_MESSAGES, legacy_sql
+    from convostore.backends._legacy_sql import LEGACY_MESSAGES
 
     schema = spec.options["schema"]
     with Sessions.open(spec.url, schema=schema, pool_size=1) as store:
@@ -391,13 +391,13 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
         with _admin() as conn:
             conn.execute(f'CREATE TABLE "{schema}".{LEGACY_MESSAGES} (id TEXT)')
         with backend.read() as ops:  # the pool's one connection caches the table
-            assert legacy_sql(ops).existing(ops, [LEGACY_MESSAGES]) == {LEGACY_MESSAGES}
+            assert ops.legacy.existing(ops, [LEGACY_MESSAGES]) == {LEGACY_MESSAGES}
             pid = ops._one("SELECT pg_backend_pid()")[0]
         seen: list[set[str]] = []
 
         def writer() -> None:
             with backend.write("s") as ops:  # waits for the store key held below
-                seen.append(legacy_sql(ops).existing(ops, [LEGACY_MESSAGES]))
+                seen.append(ops.legacy.existing(ops, [LEGACY_MESSAGES]))
 
         with _admin() as holder:
             holder.execute("BEGIN")

@@ -202,11 +202,11 @@ def test_an_old_parent_index_is_replaced_and_old_rows_still_branch(tmp_path: Any
 
     from _helpers import V2_TREE_ROWS, check_v2_tree_after_migration
 
-    from convostore.backends.sqlite import _MIGRATIONS
+    from convostore.backends.sqlite import MIGRATIONS
 
     path = tmp_path / "v2.db"
     conn = sqlite3.connect(path)
-    for step in _MIGRATIONS[:2]:
+    for step in MIGRATIONS.steps[:2]:
         for sql in step:
             conn.execute(sql)
     conn.execute("CREATE TABLE convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")

@@ -45,7 +45,6 @@ from .backends._legacy_sql import (
     LEGACY_FTS,
     LEGACY_MESSAGES,
     LEGACY_REGISTRY,
-    legacy_sql,
 )
 from .backends.base import Backend
 from .errors import ConvostoreError
@@ -74,7 +73,7 @@ def lift(core: StoreCore, session: Callable[[str], Session]) -> None:
     backend = core.backend
     try:
         with backend.read() as ops:
-            present = legacy_sql(ops).existing(ops, _TRIGGERS)
+            present = ops.legacy.existing(ops, _TRIGGERS)
         if not present:
             return
         if LEGACY_MESSAGES in present or LEGACY_COMPACTIONS in present:
@@ -91,7 +90,7 @@ def lift(core: StoreCore, session: Callable[[str], Session]) -> None:
 
 def _lift_sessions(backend: Backend) -> None:
     with backend.write(None) as ops:
-        sql = legacy_sql(ops)
+        sql = ops.legacy
         # Again inside the transaction: another process may have lifted them meanwhile.
         present = sql.existing(
             ops, [LEGACY_MESSAGES, LEGACY_COMPACTIONS, LEGACY_REGISTRY, LEGACY_FTS]
@@ -140,7 +139,7 @@ def windows(
 
 def _lift_chat(backend: Backend, session: Session) -> None:
     with backend.read() as ops:
-        sql = legacy_sql(ops)
+        sql = ops.legacy
         order = sql.chat_order(ops)
     imported = skipped = 0
     parent: str | None = None
@@ -168,7 +167,7 @@ def _lift_chat(backend: Backend, session: Session) -> None:
             last_ms = created_ms
     if skipped == 0 and imported == len(order):
         with backend.write(None) as ops:
-            legacy_sql(ops).drop(ops, CHAT_MESSAGES)
+            ops.legacy.drop(ops, CHAT_MESSAGES)
         logger.info("lifted %d rows of %s and dropped it", imported, CHAT_MESSAGES)
     else:
         logger.warning(

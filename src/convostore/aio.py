@@ -53,8 +53,8 @@ from typing import Any, Literal, TypeVar
 from ._core import Listener, StoreCore
 from ._history import WINDOW_BYTES
 from ._worker import Worker, WorkerIterator
+from .backends._engines import worker_count
 from .compaction import CompactFunction, CompactionFunction
-from .errors import ConvostoreError
 from .model import (
     UNSET,
     AppendResult,
@@ -70,7 +70,7 @@ from .model import (
     Unset,
 )
 from .session import Session
-from .store import Sessions, _parse_url
+from .store import Sessions
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")
@@ -482,15 +482,9 @@ class _Opening:
 
 
 def _worker_count(url: object, pool: object, pool_size: object) -> int:
-    """One thread for SQLite (it owns the connection); one per pool connection for PostgreSQL."""
-    size = pool_size if isinstance(pool_size, int) and not isinstance(pool_size, bool) else 1
-    if pool is not None:
-        return max(1, min(size, 32))
-    try:
-        engine, _target = _parse_url(url)  # type: ignore[arg-type]
-    except ConvostoreError:
-        return 1  # Sessions.open raises the same error on the worker
-    return max(1, min(size, 32)) if engine == "postgres" else 1
+    """As the engine's worker model says (SQLite: one thread owns the connection; PostgreSQL:
+    one per pool connection)."""
+    return worker_count(url, pool=pool, pool_size=pool_size)
 
 
 def _on_loop(fn: CompactionFunction) -> CompactionFunction:

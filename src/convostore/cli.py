@@ -26,12 +26,13 @@ from typing import IO, Any
 
 from . import __version__, codec
 from ._parts import parse_data_url
+from .backends._engines import local_file
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
 from .manager import SessionManager
 from .model import Message, SearchResult, is_tool_type
 from .session import Session
-from .store import Sessions, _parse_url
+from .store import Sessions
 
 PROG = "convostore"
 DEMO_PATH = "convostore-demo.db"
@@ -240,9 +241,9 @@ def _print_hits(out: _Output, hits: list[SearchResult]) -> None:
 
 def _open(url: str, *, create: bool = False) -> Sessions:
     """Open a store; without ``create``, a SQLite path that does not exist is an error."""
-    engine, target = _parse_url(url)
-    if not create and engine == "sqlite" and target != ":memory:" and not os.path.exists(target):
-        raise _CliError(f"no database at {target}")
+    path = local_file(url)
+    if not create and path is not None and not os.path.exists(path):
+        raise _CliError(f"no database at {path}")
     return Sessions.open(url)
 
 
@@ -443,11 +444,11 @@ def _demo_fresh_file(target: str, out: _Output) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace, out: _Output) -> None:
-    engine, target = _parse_url(args.path)
-    shown = os.path.abspath(target) if engine == "sqlite" and target != ":memory:" else args.path
+    path = local_file(args.path)
+    shown = os.path.abspath(path) if path is not None else args.path
     out.line(f"convostore demo: writing a conversation to {shown}")
-    if engine == "sqlite" and target != ":memory:":
-        _demo_fresh_file(target, out)
+    if path is not None:
+        _demo_fresh_file(path, out)
     with _open(args.path, create=True) as store:
         session = store.session(DEMO_SESSION)
         if session.get_latest_leaf() is not None:

@@ -13,41 +13,14 @@ from typing import Any, Literal
 
 from ._core import Listener, StoreCore
 from ._legacy import lift
+from .backends._engines import open_backend
 from .backends.base import Backend
-from .errors import InvalidURL, MissingDependency, StoreClosed
+from .errors import StoreClosed
 from .model import SearchResult, SessionSummary, StorageStats
 from .session import Session
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")
-
-def _parse_url(url: str | os.PathLike[str]) -> tuple[str, str]:
-    """(engine, target) for a URL or path."""
-    if isinstance(url, os.PathLike):
-        return "sqlite", os.fspath(url)
-    if not isinstance(url, str):
-        raise InvalidURL(f"expected a URL or path, got {type(url).__name__}")
-    if url in (":memory:", "sqlite://", "sqlite:///:memory:", "sqlite://:memory:"):
-        return "sqlite", ":memory:"
-    if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-        return "postgres", url.replace("postgresql+psycopg://", "postgresql://", 1)
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///") :]
-        if not path:
-            raise InvalidURL(f"no database path in {url!r}")
-        return "sqlite", path  # sqlite:////abs.db keeps its leading slash
-    if url.startswith("file:"):
-        return "sqlite", url[len("file:") :]
-    if "://" in url:
-        scheme = url.split("://", 1)[0]
-        raise InvalidURL(
-            f"cannot open {url!r}: unknown scheme {scheme!r} "
-            "(use a file path, sqlite:///path, :memory: or postgresql://...)"
-        )
-    if not url:
-        raise InvalidURL("empty database URL")
-    return "sqlite", url
-
 
 class Sessions:
     """A conversation store: every session of one database.
@@ -97,23 +70,8 @@ class Sessions:
         :param pool_size: PostgreSQL only: most connections of the pool the store creates.
         :param schema: PostgreSQL only: the schema holding the tables (created if missing).
         """
-        backend: Backend
-        if pool is not None:
-            backend = _postgres_backend(None, pool=pool, pool_size=pool_size, schema=schema)
-        else:
-            if url is None:
-                raise InvalidURL("Sessions.open() needs a URL, a path or pool=")
-            engine, target = _parse_url(url)
-            if engine == "postgres":
-                backend = _postgres_backend(target, pool=None, pool_size=pool_size,
-                                            schema=schema)
-            else:
-                if schema is not None:
-                    raise InvalidURL("schema= applies to PostgreSQL only")
-                from .backends.sqlite import SqliteBackend
-
-                backend = SqliteBackend(target, durability=durability,
-                                        busy_timeout=busy_timeout)
+        backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,
+                               durability=durability, busy_timeout=busy_timeout)
         return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
                    token_counter=token_counter)
 
@@ -205,15 +163,3 @@ class Sessions:
         with self._core.backend.read() as ops:
             return [SessionSummary(*row) for row in ops.session_summaries()]
 
-
-def _postgres_backend(
-    url: str | None, *, pool: Any, pool_size: int, schema: str | None
-) -> Backend:
-    try:
-        from .backends.postgres import PostgresBackend  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as exc:
-        raise MissingDependency(
-            "PostgreSQL support needs psycopg: pip install 'convostore[postgres]'"
-        ) from exc
-    backend: Backend = PostgresBackend(url, pool=pool, pool_size=pool_size, schema=schema)
-    return backend

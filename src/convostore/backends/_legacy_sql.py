@@ -1,9 +1,11 @@
-"""Engine-specific SQL for lifting databases written by the reference system, and catalog probes.
+"""The SQL that lifts databases written by the reference system, with holes each engine fills.
 
 The behaviour of the lift (when to run, verification, what to drop, logging, the chat-message
-conversion) lives in :mod:`convostore._legacy`; this module only says how each engine reads its
-catalog, orders rows by insertion, measures UTF-8 bytes, converts a legacy timestamp to epoch
-milliseconds and drops a table. :func:`legacy_sql` picks the class for a scope's operations.
+conversion) lives in :mod:`convostore._legacy`; :class:`LegacySql` holds the statements, and an
+engine subclass says how it orders rows by insertion, measures UTF-8 bytes, converts a legacy
+timestamp to epoch milliseconds and drops a table. A scope's operations carry their engine's
+instance as ``ops.legacy``; which tables exist is a catalog question of the operations
+themselves (``ops.existing_tables``).
 
 Legacy tables (behaviour.md §1.3, §1.4):
 
@@ -23,9 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._sql import K as _K
-from ._sql import M as _M
-from ._sql import S as _S
+from ._schema import COMPACTIONS, MESSAGES, SESSION_STATE
 
 LEGACY_MESSAGES = "assistant_messages"
 LEGACY_COMPACTIONS = "assistant_compactions"
@@ -33,17 +33,7 @@ LEGACY_REGISTRY = "assistant_sessions"
 LEGACY_FTS = "assistant_fts"
 CHAT_MESSAGES = "cf_ai_chat_agent_messages"
 
-PG_TABLES = (
-    "SELECT relname FROM pg_class WHERE relname = ANY(?::text[]) AND relnamespace = "
-    "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
-)
-"""PostgreSQL: which of the tables named by the one parameter (a list) exist in the store's
-schema. Read from pg_class with the statement's snapshot, not through ``to_regclass``: inside a
-transaction the connection's catalog caches may predate a table created or dropped by a commit
-made while this writer waited for its lock."""
-
-
-class _LegacySql:
+class LegacySql:
     """The statements both engines share, with the engine's pieces filled in.
 
     ``ops`` is always the operations of an open scope (a ``SqlOps``), typed loosely because the
@@ -61,7 +51,8 @@ class _LegacySql:
 
     def existing(self, ops: Any, names: Sequence[str]) -> set[str]:
         """Which of the tables ``names`` exist in the store's database (or schema)."""
-        raise NotImplementedError
+        found: set[str] = ops.existing_tables(names)
+        return found
 
     def drop(self, ops: Any, table: str) -> None:
         raise NotImplementedError
@@ -84,9 +75,9 @@ class _LegacySql:
     def copy_messages(self, ops: Any) -> None:
         """Copy every legacy message row: content verbatim, one row, seq in created order."""
         size = self._bytes("a.content")
-        seq, join, params = self._seq(ops, _M, LEGACY_MESSAGES)
+        seq, join, params = self._seq(ops, MESSAGES, LEGACY_MESSAGES)
         ops._run(
-            f"INSERT INTO {_M} (session_id, id, seq, parent_id, role, content_chunks, "
+            f"INSERT INTO {MESSAGES} (session_id, id, seq, parent_id, role, content_chunks, "
             "token_estimate, created_at, bytes, content) "
             f"SELECT a.session_id, a.id, {seq}, a.parent_id, a.role, 0, {size} / 4, "
             f"{self._ms('a.created_at')}, {size}, a.content FROM {LEGACY_MESSAGES} a{join} "
@@ -96,10 +87,10 @@ class _LegacySql:
 
     def copy_compactions(self, ops: Any) -> None:
         """Copy every legacy compaction record, keeping its id."""
-        seq, join, params = self._seq(ops, _K, LEGACY_COMPACTIONS)
+        seq, join, params = self._seq(ops, COMPACTIONS, LEGACY_COMPACTIONS)
         ops._run(
-            f"INSERT INTO {_K} (session_id, id, seq, summary, from_message_id, to_message_id, "
-            f"created_at) SELECT a.session_id, a.id, {seq}, a.summary, "
+            f"INSERT INTO {COMPACTIONS} (session_id, id, seq, summary, from_message_id, "
+            f"to_message_id, created_at) SELECT a.session_id, a.id, {seq}, a.summary, "
             f"a.from_message_id, a.to_message_id, {self._ms('a.created_at')} "
             f"FROM {LEGACY_COMPACTIONS} a{join} WHERE true ON CONFLICT DO NOTHING",
             params,
@@ -109,9 +100,9 @@ class _LegacySql:
         """(source rows, source rows found in the destination with the same session, id and
         identical content or summary)."""
         if table == LEGACY_MESSAGES:
-            dest, same = _M, "d.content = a.content AND d.content_chunks = 0"
+            dest, same = MESSAGES, "d.content = a.content AND d.content_chunks = 0"
         else:
-            dest, same = _K, "d.summary = a.summary"
+            dest, same = COMPACTIONS, "d.summary = a.summary"
         c = self._COLLATE
         row = ops._one(
             f"SELECT (SELECT count(*) FROM {table}), "
@@ -124,7 +115,7 @@ class _LegacySql:
     def bump_epochs(self, ops: Any, table: str) -> None:
         """Mark every session named in ``table`` as changed (invalidates memoised estimates)."""
         ops._run(
-            f"INSERT INTO {_S} AS s (session_id, epoch) "
+            f"INSERT INTO {SESSION_STATE} AS s (session_id, epoch) "
             f"SELECT DISTINCT session_id, 1 FROM {table} WHERE true "
             "ON CONFLICT (session_id) DO UPDATE SET epoch = s.epoch + 1"
         )
@@ -151,93 +142,3 @@ class _LegacySql:
                 tuple(ids),
             )
         }
-
-
-class SqliteLegacySql(_LegacySql):
-    """SQLite: ``rowid`` order, ``DATETIME`` text read as UTC with its milliseconds."""
-
-    _ORDER = "rowid"
-
-    def _bytes(self, column: str) -> str:
-        return f"length(CAST({column} AS BLOB))"
-
-    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
-        # A correlated subquery: SQLite computes a SELECT that reads the INSERT's own table
-        # to completion before inserting, so the subquery never sees the rows being copied.
-        offset = (
-            f"coalesce((SELECT max(d.seq) FROM {table} d WHERE d.session_id = a.session_id), 0)"
-        )
-        return self._numbered(offset), "", ()
-
-    def _ms(self, column: str) -> str:
-        # strftime('%f') is "SS.SSS": its last three characters are the milliseconds.
-        return (
-            f"CASE WHEN typeof({column}) = 'text' THEN coalesce("
-            f"CAST(strftime('%s', {column}) AS INTEGER) * 1000 "
-            f"+ CAST(substr(strftime('%f', {column}), 4) AS INTEGER), 0) ELSE 0 END"
-        )
-
-    def existing(self, ops: Any, names: Sequence[str]) -> set[str]:
-        return {
-            r[0]
-            for r in ops._all(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                f"AND name IN ({','.join('?' * len(names))})",
-                tuple(names),
-            )
-        }
-
-    def drop(self, ops: Any, table: str) -> None:
-        ops._run(f"DROP TABLE IF EXISTS {table}")
-
-
-class PostgresLegacySql(_LegacySql):
-    """PostgreSQL: ``ctid`` order, ``TIMESTAMPTZ`` to epoch milliseconds, tables found in the
-    store's schema (the first of its ``search_path``)."""
-
-    _ORDER = "ctid"
-    _COLLATE = ' COLLATE "C"'  # our key columns are "C"; the legacy ones use the default
-
-    def _bytes(self, column: str) -> str:
-        return f"octet_length({column})"
-
-    def _ms(self, column: str) -> str:
-        return f"coalesce(floor(extract(epoch FROM {column}) * 1000)::bigint, 0)"
-
-    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
-        # The offsets are read first, by their own query: a subquery evaluated while the
-        # INSERT runs would walk the index entries of every row copied so far (quadratic).
-        # Usually no legacy session has rows here yet, and the offset is a plain 0.
-        tops = ops._all(
-            f"SELECT session_id, max(seq) FROM {table} WHERE session_id IN "
-            f'(SELECT DISTINCT session_id COLLATE "C" FROM {source}) GROUP BY session_id'
-        )
-        if not tops:
-            return self._numbered("0"), "", ()
-        join = (
-            " LEFT JOIN unnest(?::text[], ?::bigint[]) AS o(session_id, top) "
-            f"ON o.session_id = a.session_id{self._COLLATE}"
-        )
-        return (
-            self._numbered("coalesce(o.top, 0)"), join,
-            ([r[0] for r in tops], [int(r[1]) for r in tops]),
-        )
-
-    def existing(self, ops: Any, names: Sequence[str]) -> set[str]:
-        return {r[0] for r in ops._all(PG_TABLES, (list(names),))}
-
-    def drop(self, ops: Any, table: str) -> None:
-        # Inside DO: a DROP command tag would make psycopg discard its prepared statements in
-        # the middle of the write scope's pipeline.
-        ops._run(f"DO $$ BEGIN DROP TABLE IF EXISTS {table}; END $$")
-
-
-_SQLITE = SqliteLegacySql()
-_POSTGRES = PostgresLegacySql()
-
-
-def legacy_sql(ops: object) -> _LegacySql:
-    """The legacy SQL of the engine whose operations ``ops`` are."""
-    from .sqlite import SqliteOps  # imported here: sqlite → _sql → _registry → this module
-
-    return _SQLITE if isinstance(ops, SqliteOps) else _POSTGRES

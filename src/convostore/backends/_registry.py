@@ -8,8 +8,8 @@ The column types below mean the same in SQLite and PostgreSQL, so the DDL is sha
 The index on ``(updated_at, id)`` serves the listing (most recently updated first) and its
 keyset pages without sorting the table.
 
-Whether the table exists is a catalog question each engine answers its own way; that one query
-lives with the other engine-specific catalog SQL in :mod:`._legacy_sql`.
+Whether the table exists is a catalog question each engine answers its own way
+(``existing_tables`` of its operations).
 """
 
 from __future__ import annotations
@@ -57,11 +57,13 @@ class RegistryOps:
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
+    def existing_tables(self, names: Sequence[str]) -> set[str]:
+        """Which of the tables ``names`` exist in the store's database (or schema)."""
+        raise NotImplementedError
+
     def registry_exists(self) -> bool:
         """True when the registry table exists (one catalog query)."""
-        from ._legacy_sql import legacy_sql  # engine-specific catalog SQL; imported late (cycle)
-
-        return REGISTRY in legacy_sql(self).existing(self, [REGISTRY])
+        return REGISTRY in self.existing_tables([REGISTRY])
 
     def registry_create(self) -> None:
         """Create the table and its index if missing (run in a store-wide write scope)."""

@@ -2,19 +2,8 @@
 
 SQLite and PostgreSQL agree on almost all of it (recursive CTEs, ``ON CONFLICT``, ``INSERT ...
 AS alias``), so it is written once here with ``?`` placeholders; an engine subclass supplies how
-a statement runs (:meth:`SqlOps._run`) and the parts that truly differ: full-text search, DDL and
-locking. Tables (all keyed by session id first, so they shard by session):
-
-- ``convostore_messages``: one row per message, content last so content-free walks never load
-  it; ``bytes`` is the stored size (continuations and referenced payloads' base64 included).
-  ``chained`` = 1 marks a row whose parent is the row just before it in ``seq`` (a plain
-  append); only the other rows are in the parent index, so an append writes one b-tree less.
-- ``convostore_message_chunks``: continuation slices of messages above the row budget.
-- ``convostore_compactions``: overlay records.
-- ``convostore_attachments`` / ``_attachment_chunks`` / ``_attachment_refs``: payloads by hash.
-- ``convostore_session_state``: a per-session epoch bumped by every write except a plain append,
-  so derived values (the token estimate) can be memoised and checked cheaply.
-- ``convostore_meta``: the schema version.
+a statement runs (:meth:`SqlOps._run`) and the parts that truly differ: full-text search, the
+catalog, DDL and locking. The tables are described in :mod:`._schema`.
 """
 
 from __future__ import annotations
@@ -24,28 +13,36 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..codec import ROW_BUDGET
+from ._legacy_sql import LegacySql
 from ._registry import RegistryOps
+from ._schema import (
+    ATTACHMENT_CHUNKS,
+    ATTACHMENT_REFS,
+    ATTACHMENTS,
+    COMPACTIONS,
+    MESSAGE_CHUNKS,
+    MESSAGES,
+    SESSION_STATE,
+)
 from .base import (
+    AppendProbe,
+    AttachmentMeta,
     CompactionRow,
     ContentRow,
+    Continuation,
+    FtsHit,
     NewRow,
     PathArrays,
     PathRow,
     RowMeta,
+    RowSize,
+    ScannedRow,
+    SessionTotals,
+    Suffix,
+    Tail,
     _batches,
     _marks,
 )
-
-SCHEMA_VERSION = 3
-"""The schema this version writes; opening an older database migrates it."""
-
-M = "convostore_messages"
-C = "convostore_message_chunks"
-K = "convostore_compactions"
-A = "convostore_attachments"
-AC = "convostore_attachment_chunks"
-AR = "convostore_attachment_refs"
-S = "convostore_session_state"
 
 _CONTENT = "id, parent_id, seq, content, content_chunks, created_at"  # a ContentRow
 
@@ -59,7 +56,7 @@ def _newest(cols: str, *, bounded: bool) -> str:
     """Columns ``cols`` of a session's rows newest first, ``LIMIT ?``; ``bounded`` adds
     ``seq <= ?``: a range scan of the seq index either way."""
     bound = " AND seq <= ?" if bounded else ""
-    return f"SELECT {cols} FROM {M} WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT ?"
+    return f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT ?"
 
 
 class SqlOps(RegistryOps):
@@ -69,6 +66,9 @@ class SqlOps(RegistryOps):
     # payload (PostgreSQL); SQLite serialises all writers, so it needs none.
     _FOR_SHARE = ""
     _FOR_UPDATE = ""
+
+    legacy: LegacySql
+    """The engine's legacy-lift SQL (a class attribute of each engine's subclass)."""
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Execute ``sql`` (``?`` placeholders) and return a cursor."""
@@ -87,27 +87,28 @@ class SqlOps(RegistryOps):
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def tail(self, session_id: str) -> tuple[str, int] | None:
+    def tail(self, session_id: str) -> Tail | None:
         row = self._one(
-            f"SELECT id, seq FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+            f"SELECT id, seq FROM {MESSAGES} WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
             (session_id,),
         )
-        return None if row is None else (row[0], row[1])
+        return None if row is None else Tail(row[0], row[1])
 
-    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]:
+    def append_probe(self, session_id: str, id: str) -> AppendProbe:
         """(does ``id`` exist, the newest row's id, the highest seq) in one statement."""
         row = self._one(
-            f"SELECT EXISTS (SELECT 1 FROM {M} WHERE session_id = ? AND id = ?), "
-            f"(SELECT id FROM {M} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
-            f"(SELECT max(seq) FROM {M} WHERE session_id = ?)",
+            f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ? AND id = ?), "
+            f"(SELECT id FROM {MESSAGES} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
+            f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?)",
             (session_id, id, session_id, session_id),
         )
         assert row is not None
-        return bool(row[0]), row[1], int(row[2] or 0)
+        return AppendProbe(bool(row[0]), row[1], int(row[2] or 0))
 
     def row_meta(self, session_id: str, id: str) -> RowMeta | None:
         row = self._one(
-            f"SELECT id, seq, parent_id, role, content_chunks, token_estimate, bytes FROM {M} "
+            "SELECT id, seq, parent_id, role, content_chunks, token_estimate, bytes "
+            f"FROM {MESSAGES} "
             "WHERE session_id = ? AND id = ?",
             (session_id, id),
         )
@@ -125,20 +126,20 @@ class SqlOps(RegistryOps):
         for batch in _batches(keys):
             out.extend(
                 self._all(
-                    f"SELECT {cols} FROM {M} WHERE session_id = ? "
+                    f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ? "
                     f"AND {key} IN ({_marks(len(batch))})",
                     (session_id, *batch),
                 )
             )
         return out
 
-    def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]:
-        out: list[tuple[str, int, str]] = []
+    def continuations(self, session_id: str, ids: Sequence[str]) -> list[Continuation]:
+        out: list[Continuation] = []
         for batch in _batches(ids):
             out.extend(
-                (r[0], r[1], r[2])
+                Continuation(r[0], r[1], r[2])
                 for r in self._all(
-                    f"SELECT id, idx, content FROM {C} "
+                    f"SELECT id, idx, content FROM {MESSAGE_CHUNKS} "
                     f"WHERE session_id = ? AND id IN ({_marks(len(batch))}) ORDER BY id, idx",
                     (session_id, *batch),
                 )
@@ -150,9 +151,9 @@ class SqlOps(RegistryOps):
         return [
             ContentRow(*r)
             for r in self._all(
-                f"SELECT {_qualify('m', _CONTENT)} FROM {M} m "
+                f"SELECT {_qualify('m', _CONTENT)} FROM {MESSAGES} m "
                 "WHERE m.session_id = ? AND (m.parent_id IS NULL OR NOT EXISTS ("
-                f"SELECT 1 FROM {M} p WHERE p.session_id = m.session_id "
+                f"SELECT 1 FROM {MESSAGES} p WHERE p.session_id = m.session_id "
                 "AND p.id = m.parent_id AND p.seq < m.seq)) ORDER BY m.seq",
                 (session_id,),
             )
@@ -170,12 +171,13 @@ class SqlOps(RegistryOps):
         """
         match = "= ?" if len(parent_ids) == 1 else f"IN ({_marks(len(parent_ids))})"
         rows = self._all(
-            f"SELECT {cols} FROM {M} WHERE session_id = ? AND parent_id {match} AND chained = 0",
+            f"SELECT {cols} FROM {MESSAGES} "
+            f"WHERE session_id = ? AND parent_id {match} AND chained = 0",
             (session_id, *parent_ids),
         )
         rows += self._all(
-            f"SELECT {_qualify('c', cols)} FROM {M} p "
-            f"JOIN {M} c ON c.session_id = p.session_id AND c.seq = p.seq + 1 "
+            f"SELECT {_qualify('c', cols)} FROM {MESSAGES} p "
+            f"JOIN {MESSAGES} c ON c.session_id = p.session_id AND c.seq = p.seq + 1 "
             f"AND c.parent_id = p.id AND c.chained = 1 WHERE p.session_id = ? AND p.id {match}",
             (session_id, *parent_ids),
         )
@@ -191,18 +193,18 @@ class SqlOps(RegistryOps):
     # cycle impossible even when imports name parents verbatim.
     _WALK = (
         "WITH RECURSIVE p(id, parent_id, seq, role, bytes, token_estimate, depth, total) AS ("
-        f" SELECT id, parent_id, seq, role, bytes, token_estimate, 0, bytes FROM {M}"
+        f" SELECT id, parent_id, seq, role, bytes, token_estimate, 0, bytes FROM {MESSAGES}"
         "{start}"
         " UNION ALL"
         " SELECT m.id, m.parent_id, m.seq, m.role, m.bytes, m.token_estimate, p.depth + 1,"
         " p.total + m.bytes"
-        f" FROM p JOIN {M} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
+        f" FROM p JOIN {MESSAGES} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
         "{stop})"
         " SELECT {cols} FROM p{join}{order}"
     )
     _FROM_ID = " WHERE session_id = ? AND id = ?"  # the walk's start: a row by id...
     _FROM_TAIL = (  # ...or the session's newest row (its active leaf)
-        f" WHERE session_id = ? AND id = (SELECT id FROM {M} WHERE session_id = ? "
+        f" WHERE session_id = ? AND id = (SELECT id FROM {MESSAGES} WHERE session_id = ? "
         "ORDER BY seq DESC LIMIT 1)"
     )
 
@@ -261,7 +263,7 @@ class SqlOps(RegistryOps):
 
     def suffix(
         self, session_id: str, leaf_id: str | None, budget: int
-    ) -> tuple[str | None, PathArrays, str | None, list[ContentRow]]:
+    ) -> Suffix:
         """The newest rows of a path whose bytes sum to at most ``budget``, with their content.
 
         ``leaf_id`` None means the active leaf. Returns (the leaf's id, the window root → leaf,
@@ -274,7 +276,7 @@ class SqlOps(RegistryOps):
             start=self._FROM_ID if leaf_id else self._FROM_TAIL,
             stop=" WHERE (p.total <= ? OR p.depth = 0)", order=" ORDER BY p.depth",
             cols="p.seq, p.bytes, p.token_estimate, p.total, " + _qualify("m", _CONTENT),
-            join=f" JOIN {M} m ON m.session_id = ? AND m.id = p.id",
+            join=f" JOIN {MESSAGES} m ON m.session_id = ? AND m.id = p.id",
         )
         params = (session_id, leaf_id or session_id, session_id, budget, session_id)
         out = PathArrays(array("q"), array("q"), array("q"))
@@ -297,13 +299,13 @@ class SqlOps(RegistryOps):
         out.bytes.reverse()
         out.tokens.reverse()
         rows.reverse()
-        return leaf, out, beyond, rows
+        return Suffix(leaf, out, beyond, rows)
 
-    def newest_sizes(self, session_id: str, limit: int) -> list[tuple[str, str | None, int, int]]:
+    def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]:
         """(id, parent_id, seq, stored bytes) of the ``limit`` newest rows, newest first; no
         content is read."""
         return [
-            (r[0], r[1], r[2], r[3])
+            RowSize(r[0], r[1], r[2], r[3])
             for r in self._all(_newest("id, parent_id, seq, bytes", bounded=False),
                                (session_id, limit))
         ]
@@ -327,7 +329,8 @@ class SqlOps(RegistryOps):
             return [
                 ContentRow(*r)
                 for r in self._all(
-                    f"SELECT {_CONTENT} FROM {M} WHERE session_id = ? AND seq BETWEEN ? AND ?",
+                    f"SELECT {_CONTENT} FROM {MESSAGES} "
+                    "WHERE session_id = ? AND seq BETWEEN ? AND ?",
                     (session_id, seqs[0], seqs[-1]),
                 )
             ]
@@ -337,43 +340,46 @@ class SqlOps(RegistryOps):
         return [
             CompactionRow(*r)
             for r in self._all(
-                f"SELECT id, seq, summary, from_message_id, to_message_id, created_at FROM {K} "
+                "SELECT id, seq, summary, from_message_id, to_message_id, created_at "
+                f"FROM {COMPACTIONS} "
                 "WHERE session_id = ? ORDER BY seq",
                 (session_id,),
             )
         ]
 
     def epoch(self, session_id: str) -> int:
-        row = self._one(f"SELECT epoch FROM {S} WHERE session_id = ?", (session_id,))
+        row = self._one(f"SELECT epoch FROM {SESSION_STATE} WHERE session_id = ?", (session_id,))
         return 0 if row is None else int(row[0])
 
-    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, tuple[str, int]]:
-        out: dict[str, tuple[str, int]] = {}
+    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, AttachmentMeta]:
+        out: dict[str, AttachmentMeta] = {}
         for batch in _batches(list(hashes)):
             for h, media_type, size in self._all(
-                f"SELECT hash, media_type, bytes FROM {A} WHERE hash IN ({_marks(len(batch))})",
+                f"SELECT hash, media_type, bytes FROM {ATTACHMENTS} "
+                f"WHERE hash IN ({_marks(len(batch))})",
                 tuple(batch),
             ):
-                out[h] = (media_type, size)
+                out[h] = AttachmentMeta(media_type, size)
         return out
 
     def attachment_data(self, hashes: Sequence[str]) -> dict[str, bytes]:
         parts: dict[str, list[bytes]] = {h: [] for h in hashes}
         for batch in _batches(list(hashes)):
             for h, _idx, data in self._all(
-                f"SELECT hash, idx, data FROM {AC} WHERE hash IN ({_marks(len(batch))}) "
+                f"SELECT hash, idx, data FROM {ATTACHMENT_CHUNKS} "
+                f"WHERE hash IN ({_marks(len(batch))}) "
                 "ORDER BY hash, idx",
                 tuple(batch),
             ):
                 parts[h].append(bytes(data))
         return {h: b"".join(chunks) for h, chunks in parts.items()}
 
-    def session_summaries(self) -> list[tuple[str, int, int, int]]:
+    def session_summaries(self) -> list[SessionTotals]:
         """(session id, messages, stored bytes, newest created_at) for every session."""
         return [
-            (r[0], int(r[1]), int(r[2] or 0), int(r[3] or 0))
+            SessionTotals(r[0], int(r[1]), int(r[2] or 0), int(r[3] or 0))
             for r in self._all(
-                f"SELECT session_id, count(*), sum(bytes), max(created_at) FROM {M} "
+                f"SELECT session_id, count(*), sum(bytes), max(created_at) FROM {MESSAGES} "
                 "GROUP BY session_id ORDER BY session_id"
             )
         ]
@@ -384,36 +390,49 @@ class SqlOps(RegistryOps):
             return int(row[0] or 0) if row else 0
 
         return {
-            "sessions": count(f"SELECT count(DISTINCT session_id) FROM {M}"),
-            "messages": count(f"SELECT count(*) FROM {M}"),
-            "continuation_rows": count(f"SELECT count(*) FROM {C}"),
-            "compactions": count(f"SELECT count(*) FROM {K}"),
-            "attachments": count(f"SELECT count(*) FROM {A}"),
-            "attachment_bytes": count(f"SELECT sum(bytes) FROM {A}"),
+            "sessions": count(f"SELECT count(DISTINCT session_id) FROM {MESSAGES}"),
+            "messages": count(f"SELECT count(*) FROM {MESSAGES}"),
+            "continuation_rows": count(f"SELECT count(*) FROM {MESSAGE_CHUNKS}"),
+            "compactions": count(f"SELECT count(*) FROM {COMPACTIONS}"),
+            "attachments": count(f"SELECT count(*) FROM {ATTACHMENTS}"),
+            "attachment_bytes": count(f"SELECT sum(bytes) FROM {ATTACHMENTS}"),
             "content_bytes": count(
-                f"SELECT sum(bytes) FROM {M}"
+                f"SELECT sum(bytes) FROM {MESSAGES}"
             ),
         }
 
     def scan_rows(
         self, after: tuple[str, str] | None, limit: int
-    ) -> list[tuple[str, ContentRow, str]]:
+    ) -> list[ScannedRow]:
         """Message rows of every session in key order, after ``after``: (session, row, role)."""
         if after is None:
             rows = self._all(
                 f"SELECT session_id, id, parent_id, seq, content, content_chunks, created_at, "
-                f"role FROM {M} ORDER BY session_id, id LIMIT ?",
+                f"role FROM {MESSAGES} ORDER BY session_id, id LIMIT ?",
                 (limit,),
             )
         else:
             rows = self._all(
                 f"SELECT session_id, id, parent_id, seq, content, content_chunks, created_at, "
                 # A row value, so both engines seek the primary key instead of filtering it.
-                f"role FROM {M} WHERE (session_id, id) > (?, ?) "
+                f"role FROM {MESSAGES} WHERE (session_id, id) > (?, ?) "
                 "ORDER BY session_id, id LIMIT ?",
                 (after[0], after[1], limit),
             )
-        return [(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
+        return [ScannedRow(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
+
+    def _search(
+        self, select: str, match: Any, session_id: str | None, order: str, limit: int
+    ) -> list[FtsHit]:
+        """Hits of an engine's full-text ``select`` (search table aliased ``f``, ending in the
+        condition whose one ``?`` is ``match``), in ``session_id`` only when given, best first by
+        ``order``, at most ``limit``."""
+        params: list[Any] = [match]
+        if session_id is not None:
+            select += " AND f.session_id = ?"
+            params.append(session_id)
+        params.append(limit)
+        return [FtsHit(*r) for r in self._all(f"{select} ORDER BY {order} LIMIT ?", params)]
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -421,7 +440,7 @@ class SqlOps(RegistryOps):
         # ``chained`` holds only while the parent keeps ``seq - 1``: seqs never change and a
         # re-parented row is unchained (set_parent), so the pair stays adjacent for good.
         self._run(
-            f"INSERT INTO {M} (session_id, id, seq, parent_id, role, content_chunks, "
+            f"INSERT INTO {MESSAGES} (session_id, id, seq, parent_id, role, content_chunks, "
             "token_estimate, created_at, bytes, chained, content) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 row.session_id, row.id, row.seq, row.parent_id, row.role, row.content_chunks,
@@ -434,27 +453,27 @@ class SqlOps(RegistryOps):
         token_estimate: int, bytes: int,
     ) -> None:
         self._run(
-            f"UPDATE {M} SET role = ?, content = ?, content_chunks = ?, token_estimate = ?, "
+            f"UPDATE {MESSAGES} SET role = ?, content = ?, content_chunks = ?, token_estimate = ?, "
             "bytes = ? WHERE session_id = ? AND id = ?",
             (role, content, content_chunks, token_estimate, bytes, session_id, id),
         )
 
     def put_continuations(self, session_id: str, id: str, slices: Sequence[str]) -> None:
         self._many(
-            f"INSERT INTO {C} (session_id, id, idx, content) VALUES (?,?,?,?) "
+            f"INSERT INTO {MESSAGE_CHUNKS} (session_id, id, idx, content) VALUES (?,?,?,?) "
             "ON CONFLICT (session_id, id, idx) DO UPDATE SET content = excluded.content",
             ((session_id, id, i, s) for i, s in enumerate(slices, start=1)),
         )
 
     def delete_continuations_from(self, session_id: str, id: str, first_idx: int) -> None:
         self._run(
-            f"DELETE FROM {C} WHERE session_id = ? AND id = ? AND idx >= ?",
+            f"DELETE FROM {MESSAGE_CHUNKS} WHERE session_id = ? AND id = ? AND idx >= ?",
             (session_id, id, first_idx),
         )
 
     def set_parent(self, session_id: str, id: str, parent_id: str | None) -> None:
         self._run(
-            f"UPDATE {M} SET parent_id = ?, chained = 0 WHERE session_id = ? AND id = ?",
+            f"UPDATE {MESSAGES} SET parent_id = ?, chained = 0 WHERE session_id = ? AND id = ?",
             (parent_id, session_id, id),
         )
 
@@ -471,19 +490,22 @@ class SqlOps(RegistryOps):
         for batch in _batches(ids):
             marks = _marks(len(batch))
             self._run(
-                f"DELETE FROM {C} WHERE session_id = ? AND id IN ({marks})", (session_id, *batch)
+                f"DELETE FROM {MESSAGE_CHUNKS} WHERE session_id = ? AND id IN ({marks})",
+                (session_id, *batch),
             )
             self._run(
-                f"DELETE FROM {M} WHERE session_id = ? AND id IN ({marks})", (session_id, *batch)
+                f"DELETE FROM {MESSAGES} WHERE session_id = ? AND id IN ({marks})",
+                (session_id, *batch),
             )
 
     def clear_session(self, session_id: str) -> None:
-        for table in (C, M, K):
+        for table in (MESSAGE_CHUNKS, MESSAGES, COMPACTIONS):
             self._run(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
 
     def insert_compaction(self, session_id: str, row: CompactionRow) -> None:
         self._run(
-            f"INSERT INTO {K} (session_id, id, seq, summary, from_message_id, to_message_id, "
+            f"INSERT INTO {COMPACTIONS} (session_id, id, seq, summary, from_message_id, "
+            "to_message_id, "
             "created_at) VALUES (?,?,?,?,?,?,?)",
             (
                 session_id, row.id, row.seq, row.summary, row.from_message_id,
@@ -492,26 +514,28 @@ class SqlOps(RegistryOps):
         )
 
     def next_compaction_seq(self, session_id: str) -> int:
-        row = self._one(f"SELECT max(seq) FROM {K} WHERE session_id = ?", (session_id,))
+        row = self._one(f"SELECT max(seq) FROM {COMPACTIONS} WHERE session_id = ?", (session_id,))
         return int(row[0] or 0) + 1 if row else 1
 
     def bump_epoch(self, session_id: str) -> None:
         self._run(
-            f"INSERT INTO {S} AS s (session_id, epoch) VALUES (?, 1) "
+            f"INSERT INTO {SESSION_STATE} AS s (session_id, epoch) VALUES (?, 1) "
             "ON CONFLICT (session_id) DO UPDATE SET epoch = s.epoch + 1",
             (session_id,),
         )
 
     def store_payload(self, hash: str, data: bytes, media_type: str) -> None:
-        if self._one(f"SELECT 1 FROM {A} WHERE hash = ?{self._FOR_SHARE}", (hash,)) is not None:
+        stored = f"SELECT 1 FROM {ATTACHMENTS} WHERE hash = ?{self._FOR_SHARE}"
+        if self._one(stored, (hash,)) is not None:
             return  # stored once; the first writer's media type stays
         chunks = [data[i : i + ROW_BUDGET] for i in range(0, len(data), ROW_BUDGET)]
         self._many(
-            f"INSERT INTO {AC} (hash, idx, data) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+            f"INSERT INTO {ATTACHMENT_CHUNKS} (hash, idx, data) VALUES (?,?,?) "
+            "ON CONFLICT DO NOTHING",
             ((hash, i, self._blob(c)) for i, c in enumerate(chunks)),
         )
         self._run(
-            f"INSERT INTO {A} (hash, bytes, media_type, chunks) VALUES (?,?,?,?) "
+            f"INSERT INTO {ATTACHMENTS} (hash, bytes, media_type, chunks) VALUES (?,?,?,?) "
             "ON CONFLICT DO NOTHING",
             (hash, len(data), media_type, len(chunks)),
         )
@@ -523,21 +547,21 @@ class SqlOps(RegistryOps):
         return {
             r[0]
             for r in self._all(
-                f"SELECT hash FROM {AR} WHERE session_id = ? AND message_id = ?",
+                f"SELECT hash FROM {ATTACHMENT_REFS} WHERE session_id = ? AND message_id = ?",
                 (session_id, message_id),
             )
         }
 
     def add_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
         self._many(
-            f"INSERT INTO {AR} (session_id, message_id, hash) VALUES (?,?,?) "
+            f"INSERT INTO {ATTACHMENT_REFS} (session_id, message_id, hash) VALUES (?,?,?) "
             "ON CONFLICT DO NOTHING",
             ((session_id, message_id, h) for h in hashes),
         )
 
     def drop_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
         self._many(
-            f"DELETE FROM {AR} WHERE session_id = ? AND message_id = ? AND hash = ?",
+            f"DELETE FROM {ATTACHMENT_REFS} WHERE session_id = ? AND message_id = ? AND hash = ?",
             ((session_id, message_id, h) for h in hashes),
         )
 
@@ -548,12 +572,13 @@ class SqlOps(RegistryOps):
             dropped.update(
                 r[0]
                 for r in self._all(
-                    f"SELECT hash FROM {AR} WHERE session_id = ? AND message_id IN ({marks})",
+                    f"SELECT hash FROM {ATTACHMENT_REFS} "
+                    f"WHERE session_id = ? AND message_id IN ({marks})",
                     (session_id, *batch),
                 )
             )
             self._run(
-                f"DELETE FROM {AR} WHERE session_id = ? AND message_id IN ({marks})",
+                f"DELETE FROM {ATTACHMENT_REFS} WHERE session_id = ? AND message_id IN ({marks})",
                 (session_id, *batch),
             )
         return dropped
@@ -562,17 +587,18 @@ class SqlOps(RegistryOps):
         dropped = {
             r[0]
             for r in self._all(
-                f"SELECT DISTINCT hash FROM {AR} WHERE session_id = ?", (session_id,)
+                f"SELECT DISTINCT hash FROM {ATTACHMENT_REFS} WHERE session_id = ?", (session_id,)
             )
         }
-        self._run(f"DELETE FROM {AR} WHERE session_id = ?", (session_id,))
+        self._run(f"DELETE FROM {ATTACHMENT_REFS} WHERE session_id = ?", (session_id,))
         return dropped
 
     def collect(self, hashes: Iterable[str]) -> None:
         """Delete payloads that no reference anywhere still points to."""
         for h in sorted(hashes):
-            if self._one(f"SELECT 1 FROM {A} WHERE hash = ?{self._FOR_UPDATE}", (h,)) is None:
+            locked = f"SELECT 1 FROM {ATTACHMENTS} WHERE hash = ?{self._FOR_UPDATE}"
+            if self._one(locked, (h,)) is None:
                 continue
-            if self._one(f"SELECT 1 FROM {AR} WHERE hash = ? LIMIT 1", (h,)) is None:
-                self._run(f"DELETE FROM {AC} WHERE hash = ?", (h,))
-                self._run(f"DELETE FROM {A} WHERE hash = ?", (h,))
+            if self._one(f"SELECT 1 FROM {ATTACHMENT_REFS} WHERE hash = ? LIMIT 1", (h,)) is None:
+                self._run(f"DELETE FROM {ATTACHMENT_CHUNKS} WHERE hash = ?", (h,))
+                self._run(f"DELETE FROM {ATTACHMENTS} WHERE hash = ?", (h,))

@@ -8,20 +8,28 @@ splicing, overlays, attachments, budgets) lives in :mod:`convostore.session`, wr
   PostgreSQL: a transaction-scoped advisory lock on the session id), so the next ``seq`` and the
   active leaf can be derived from rows inside it.
 - :class:`Ops` is what a scope yields: the operations themselves.
-- :class:`AttachmentStore` is the small interface of an out-of-line payload store (a directory,
-  or anything with the same methods).
+- :class:`Engine` is what an engine module declares about itself for the registry
+  (:mod:`._engines`): the URLs it takes, its options, its worker model, its schema as data, how
+  it opens a :class:`Backend`. ``docs/engines.md`` walks through adding one.
 - ``_marks`` and ``_batches`` split key lists into ``IN (?, ...)`` batches for the shared SQL.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
+
+if TYPE_CHECKING:  # types only: both modules build on this one
+    from ._legacy_sql import LegacySql
+    from ._migrate import Migrations
 
 _T = TypeVar("_T")
+
+SHARED_ACROSS_PROCESSES = "shared_across_processes"
+"""Capability: several processes (or machines) may open the same store at once."""
 
 # Helpers of the shared SQL, here because both _sql and _registry (which _sql imports) use them.
 
@@ -90,6 +98,78 @@ class ContentRow(NamedTuple):
     created_at: int
 
 
+class Tail(NamedTuple):
+    """A session's newest row: its id and seq (the active leaf when nothing else is stored)."""
+
+    id: str
+    seq: int
+
+
+class AppendProbe(NamedTuple):
+    """What an append needs to know, read in one statement."""
+
+    exists: bool
+    """A row with the new message's id is already stored in the session."""
+    tail_id: str | None
+    """The session's newest row (the default parent), None in an empty session."""
+    max_seq: int
+    """The highest seq in the session (0 when empty): the new row takes the next one."""
+
+
+class Suffix(NamedTuple):
+    """The newest rows of a path that fit a byte budget (:meth:`Ops.suffix`)."""
+
+    leaf_id: str | None
+    """The path's leaf, None when the session is empty."""
+    window: PathArrays
+    """The rows that fit, root side first."""
+    beyond: str | None
+    """The first older row that did not fit, None when the window reaches a root."""
+    rows: list[ContentRow]
+    """The window's rows with their content, in the window's order."""
+
+
+class RowSize(NamedTuple):
+    """A message row's place and stored size, without its content."""
+
+    id: str
+    parent_id: str | None
+    seq: int
+    bytes: int
+
+
+class Continuation(NamedTuple):
+    """One continuation slice of a message (``idx`` from 1)."""
+
+    id: str
+    idx: int
+    content: str
+
+
+class AttachmentMeta(NamedTuple):
+    """A stored payload's media type and size in bytes."""
+
+    media_type: str
+    bytes: int
+
+
+class SessionTotals(NamedTuple):
+    """One session's message count, stored bytes and newest ``created_at``."""
+
+    session_id: str
+    messages: int
+    bytes: int
+    last_write: int
+
+
+class ScannedRow(NamedTuple):
+    """A message row of any session, as a key-order scan of every session returns it."""
+
+    session_id: str
+    row: ContentRow
+    role: str
+
+
 @dataclass(frozen=True)
 class CompactionRow:
     """A stored compaction record."""
@@ -134,36 +214,38 @@ class FtsHit:
 class Ops(Protocol):
     """The operations available inside a read or write scope."""
 
+    @property
+    def legacy(self) -> LegacySql:
+        """The engine's SQL for lifting the reference system's tables (:mod:`._legacy_sql`)."""
+        ...
+
+    # -- catalog -------------------------------------------------------------------------------
+    def existing_tables(self, names: Sequence[str]) -> set[str]: ...
+
     # -- reads ---------------------------------------------------------------------------------
-    def tail(self, session_id: str) -> tuple[str, int] | None: ...
-    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]: ...
+    def tail(self, session_id: str) -> Tail | None: ...
+    def append_probe(self, session_id: str, id: str) -> AppendProbe: ...
     def row_meta(self, session_id: str, id: str) -> RowMeta | None: ...
-    def continuations(self, session_id: str, ids: Sequence[str]) -> list[tuple[str, int, str]]: ...
+    def continuations(self, session_id: str, ids: Sequence[str]) -> list[Continuation]: ...
     def children(self, session_id: str, parent_id: str) -> list[ContentRow]: ...
     def roots(self, session_id: str) -> list[ContentRow]: ...
     def path(self, session_id: str, leaf_id: str) -> PathArrays: ...
     def path_rows(self, session_id: str, leaf_id: str) -> list[PathRow]: ...
-    def suffix(
-        self, session_id: str, leaf_id: str | None, budget: int
-    ) -> tuple[str | None, PathArrays, str | None, list[ContentRow]]: ...
+    def suffix(self, session_id: str, leaf_id: str | None, budget: int) -> Suffix: ...
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]: ...
     def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]: ...
-    def newest_sizes(
-        self, session_id: str, limit: int
-    ) -> list[tuple[str, str | None, int, int]]: ...
+    def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]: ...
     def content_rows_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[ContentRow]: ...
-    def session_summaries(self) -> list[tuple[str, int, int, int]]: ...
+    def session_summaries(self) -> list[SessionTotals]: ...
     def walk_up(
         self, session_id: str, leaf_id: str, stop_id: str, limit: int
     ) -> list[PathRow]: ...
     def compactions(self, session_id: str) -> list[CompactionRow]: ...
     def epoch(self, session_id: str) -> int: ...
-    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, tuple[str, int]]: ...
+    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, AttachmentMeta]: ...
     def attachment_data(self, hashes: Sequence[str]) -> dict[str, bytes]: ...
     def stats(self) -> dict[str, int]: ...
-    def scan_rows(
-        self, after: tuple[str, str] | None, limit: int
-    ) -> list[tuple[str, ContentRow, str]]: ...
+    def scan_rows(self, after: tuple[str, str] | None, limit: int) -> list[ScannedRow]: ...
 
     # -- full-text index -----------------------------------------------------------------------
     def fts_exists(self) -> bool: ...
@@ -242,10 +324,56 @@ class Backend(Protocol):
         ...
 
 
-class AttachmentStore(Protocol):
-    """A place for large payloads addressed by key (a directory, or anything alike)."""
+@dataclass(frozen=True)
+class OpenOptions:
+    """The options of :meth:`~convostore.Sessions.open` that reach an engine.
 
-    def get(self, key: str) -> bytes | None: ...
-    def put(self, key: str, data: bytes) -> None: ...
-    def delete(self, key: str) -> None: ...
-    def keys(self) -> Iterator[str]: ...
+    ``pool`` and ``schema`` are None unless given, and an engine that does not declare one of
+    them refuses it (:attr:`Engine.options`); the others have defaults and an engine with no use
+    for one ignores it.
+    """
+
+    pool: Any = None
+    pool_size: int = 10
+    schema: str | None = None
+    durability: Literal["normal", "full"] = "normal"
+    busy_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What an engine module declares about itself (its ``ENGINE``), read by :mod:`._engines`.
+
+    Declaring must stay cheap: importing the module that holds the declaration must not import
+    a driver that may be missing (that import belongs inside :attr:`open`).
+    """
+
+    name: str
+    """Short name, e.g. ``"sqlite"``."""
+    title: str
+    """Name in messages, e.g. ``"SQLite"``."""
+    forms: tuple[str, ...]
+    """How the unknown-scheme error lists the URLs it takes, e.g. ``("postgresql://...",)``."""
+    parse: Callable[[str], str | None]
+    """The target (a path, a connection string) of a URL this engine takes, or None when the URL
+    is not one of its; raises :class:`~convostore.errors.InvalidURL` for one of its malformed."""
+    open: Callable[[str | None, OpenOptions], Backend]
+    """Open a backend on a target (None: from ``options.pool``)."""
+    workers: Callable[[object], int]
+    """Worker threads :class:`~convostore.AsyncSessions` should use, given ``pool_size`` as the
+    caller passed it (unchecked)."""
+    capabilities: Callable[[str | None], frozenset[str]]
+    """What a store opened on a target can do beyond the common API."""
+    local_file: Callable[[str], str | None]
+    """The file a target names on this machine, or None (in memory, a server)."""
+    migrations: Migrations
+    """Its schema as data (:mod:`._migrate`)."""
+    options: frozenset[str] = frozenset()
+    """Which of the optional options (``pool``, ``schema``) it takes."""
+    paths: bool = False
+    """Bare paths and :class:`os.PathLike` objects open with this engine (one engine: SQLite)."""
+    requires: tuple[str, ...] = ()
+    """Modules of an optional driver, imported before :attr:`open`; missing →
+    :class:`~convostore.errors.MissingDependency` naming the first and :attr:`extra`."""
+    extra: str = ""
+    """The ``convostore[extra]`` that installs :attr:`requires`."""

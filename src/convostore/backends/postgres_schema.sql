@@ -24,8 +24,8 @@
 -- - Created on a database that already holds messages, the search table starts empty and those
 --   messages are not searchable until rewritten; leave the full-text section out in that case, and
 --   let the first search (by a role that may create tables) build and fill it.
--- - Keep this file in step with _MIGRATIONS and _FTS_* in postgres.py and _DDL in _registry.py
---   (tests/test_postgres.py compares what each builds).
+-- - Keep this file in step with MIGRATIONS in postgres.py, _FTS_* in _pg_search.py and _DDL in
+--   _registry.py (tests/test_postgres.py compares what each builds).
 
 BEGIN;
 
@@ -136,7 +136,7 @@ END
 $$;
 
 -- The indexed text of each message's text parts, and its tsvector (computed by convostore from
--- a bounded form of the text, under the 1 MB tsvector limit; see _index_source in postgres.py).
+-- a bounded form of the text, under the 1 MB tsvector limit; see _index_source in _pg_search.py).
 CREATE TABLE IF NOT EXISTS convostore_fts (
     session_id TEXT COLLATE "C" NOT NULL,
     id TEXT COLLATE "C" NOT NULL,

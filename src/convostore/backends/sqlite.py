@@ -5,6 +5,11 @@ database exists only inside its connection, and SQLite serialises writers anyway
 processes may open one file: ``BEGIN IMMEDIATE`` takes the write lock before anything is read,
 so each write transaction sees the rows every earlier writer committed, and the busy timeout
 makes a writer wait its turn instead of failing.
+
+The module ends with the engine's declaration (:data:`ENGINE`): URLs are a file path (or
+``os.PathLike``), ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``file:path`` and
+``:memory:``; options ``durability`` and ``busy_timeout``; one worker thread for the async API,
+since one connection serves the store.
 """
 
 from __future__ import annotations
@@ -17,16 +22,25 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from ..errors import BackendError, SchemaTooNew, StoreClosed
-from ._sql import AR, SCHEMA_VERSION, M, S, SqlOps
-from .base import FtsHit
-
-FTS = "convostore_fts"
+from ..errors import BackendError, InvalidURL, StoreClosed
+from ._legacy_sql import LegacySql
+from ._migrate import Migrations, migrate
+from ._schema import ATTACHMENT_REFS, FTS, MESSAGES, META, SESSION_STATE
+from ._sql import SqlOps
+from .base import (
+    SHARED_ACROSS_PROCESSES,
+    AppendProbe,
+    Backend,
+    Engine,
+    FtsHit,
+    OpenOptions,
+    _marks,
+)
 
 # Each step brings a database from the version before it to its own number (index + 1).
-_MIGRATIONS: list[list[str]] = [
+_STEPS: list[list[str]] = [
     [
-        f"""CREATE TABLE IF NOT EXISTS {M} (
+        f"""CREATE TABLE IF NOT EXISTS {MESSAGES} (
             rid INTEGER PRIMARY KEY,
             session_id TEXT NOT NULL,
             id TEXT NOT NULL,
@@ -40,8 +54,10 @@ _MIGRATIONS: list[list[str]] = [
             content TEXT NOT NULL,
             UNIQUE (session_id, id)
         )""",
-        f"CREATE UNIQUE INDEX IF NOT EXISTS convostore_messages_seq ON {M} (session_id, seq)",
-        f"CREATE INDEX IF NOT EXISTS convostore_messages_parent ON {M} (session_id, parent_id)",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS convostore_messages_seq ON {MESSAGES} "
+        "(session_id, seq)",
+        f"CREATE INDEX IF NOT EXISTS convostore_messages_parent ON {MESSAGES} "
+        "(session_id, parent_id)",
         """CREATE TABLE IF NOT EXISTS convostore_message_chunks (
             session_id TEXT NOT NULL, id TEXT NOT NULL, idx INTEGER NOT NULL,
             content TEXT NOT NULL, PRIMARY KEY (session_id, id, idx)
@@ -65,21 +81,27 @@ _MIGRATIONS: list[list[str]] = [
         ) WITHOUT ROWID""",
     ],
     [
-        f"""CREATE TABLE IF NOT EXISTS {S} (
+        f"""CREATE TABLE IF NOT EXISTS {SESSION_STATE} (
             session_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL
         ) WITHOUT ROWID""",
-        f"CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash ON {AR} (hash)",
+        f"CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash ON {ATTACHMENT_REFS} "
+        "(hash)",
     ],
     [
         # Plain appends (parent = the row before) leave the parent index alone: one b-tree
         # fewer per append. Rows written before this version stay indexed (chained = 0).
-        f"ALTER TABLE {M} ADD COLUMN chained INTEGER NOT NULL DEFAULT 0",
+        f"ALTER TABLE {MESSAGES} ADD COLUMN chained INTEGER NOT NULL DEFAULT 0",
         "DROP INDEX IF EXISTS convostore_messages_parent",
-        f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {M} (session_id, parent_id) "
-        "WHERE chained = 0",
+        f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {MESSAGES} "
+        "(session_id, parent_id) WHERE chained = 0",
     ],
 ]
-assert len(_MIGRATIONS) == SCHEMA_VERSION
+
+MIGRATIONS = Migrations(
+    meta=f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    steps=_STEPS,
+)
+"""The SQLite schema as data for :func:`~._migrate.migrate` (the same steps as PostgreSQL's)."""
 
 WAL_AUTOCHECKPOINT_PAGES = 4000
 """Pages the WAL may hold before a commit copies them back into the database (SQLite: 1000).
@@ -91,19 +113,46 @@ of up to ~16 MB, reused once grown) appends ran at 0.71-0.75 of the raw baseline
 0.64-0.65 with 1,000 (``benchmarks/append_breakdown.py --durability normal --autocheckpoint N``,
 two runs each); one wal-index table still covers it, so reads cost the same."""
 
-_META = "CREATE TABLE IF NOT EXISTS convostore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-
-
 _APPEND_PROBE = (
-    f"SELECT EXISTS (SELECT 1 FROM {M} WHERE session_id = ?2 AND id = ?1), "
-    f"(SELECT id FROM {M} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1), "
-    f"(SELECT max(seq) FROM {M} WHERE session_id = ?2), "
+    f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ?2 AND id = ?1), "
+    f"(SELECT id FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1), "
+    f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?2), "
     f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')"
 )
 
 
+class SqliteLegacySql(LegacySql):
+    """SQLite: ``rowid`` order, ``DATETIME`` text read as UTC with its milliseconds."""
+
+    _ORDER = "rowid"
+
+    def _bytes(self, column: str) -> str:
+        return f"length(CAST({column} AS BLOB))"
+
+    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
+        # A correlated subquery: SQLite computes a SELECT that reads the INSERT's own table
+        # to completion before inserting, so the subquery never sees the rows being copied.
+        offset = (
+            f"coalesce((SELECT max(d.seq) FROM {table} d WHERE d.session_id = a.session_id), 0)"
+        )
+        return self._numbered(offset), "", ()
+
+    def _ms(self, column: str) -> str:
+        # strftime('%f') is "SS.SSS": its last three characters are the milliseconds.
+        return (
+            f"CASE WHEN typeof({column}) = 'text' THEN coalesce("
+            f"CAST(strftime('%s', {column}) AS INTEGER) * 1000 "
+            f"+ CAST(substr(strftime('%f', {column}), 4) AS INTEGER), 0) ELSE 0 END"
+        )
+
+    def drop(self, ops: Any, table: str) -> None:
+        ops._run(f"DROP TABLE IF EXISTS {table}")
+
+
 class SqliteOps(SqlOps):
     """:class:`~convostore.backends._sql.SqlOps` over a :mod:`sqlite3` connection."""
+
+    legacy = SqliteLegacySql()
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -117,6 +166,16 @@ class SqliteOps(SqlOps):
     def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
 
+    def existing_tables(self, names: Sequence[str]) -> set[str]:
+        return {
+            r[0]
+            for r in self._all(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                f"AND name IN ({_marks(len(names))})",
+                tuple(names),
+            )
+        }
+
     # -- full-text index (FTS5; the row id is the message row's ``rid``) ------------------------
 
     def fts_exists(self) -> bool:
@@ -127,11 +186,11 @@ class SqliteOps(SqlOps):
             is not None
         )
 
-    def append_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int]:
+    def append_probe(self, session_id: str, id: str) -> AppendProbe:
         # The index check rides along with the probe: one statement fewer per append.
         exists, tail, top, fts = self._conn.execute(_APPEND_PROBE, (id, session_id)).fetchone()
         self.fts_hint = bool(fts)
-        return bool(exists), tail, top or 0
+        return AppendProbe(bool(exists), tail, top or 0)
 
     def fts_create(self) -> None:
         self._run(
@@ -146,7 +205,9 @@ class SqliteOps(SqlOps):
         # data on every row, with VALUES it batches them.
         entries = []
         for sid, mid, role, text in rows:
-            found = self._one(f"SELECT rid FROM {M} WHERE session_id = ? AND id = ?", (sid, mid))
+            found = self._one(
+                f"SELECT rid FROM {MESSAGES} WHERE session_id = ? AND id = ?", (sid, mid)
+            )
             if found is not None:
                 entries.append((found[0], sid, mid, role, text))
         self._many(
@@ -159,14 +220,14 @@ class SqliteOps(SqlOps):
         for i in range(0, len(ids), 500):
             batch = ids[i : i + 500]
             self._run(
-                f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {M} WHERE session_id = ? "
-                f"AND id IN ({','.join('?' * len(batch))}))",
+                f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {MESSAGES} "
+                f"WHERE session_id = ? AND id IN ({','.join('?' * len(batch))}))",
                 (session_id, *batch),
             )
 
     def fts_clear(self, session_id: str) -> None:
         self._run(
-            f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {M} WHERE session_id = ?)",
+            f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {MESSAGES} WHERE session_id = ?)",
             (session_id,),
         )
 
@@ -180,22 +241,15 @@ class SqliteOps(SqlOps):
             match = _phrase(query)
         if not match:
             return []
-        sql = (
-            f"SELECT m.session_id, m.id, m.role, f.content, m.created_at FROM {FTS} f "
-            f"JOIN {M} m ON m.rid = f.rowid AND m.session_id = f.session_id AND m.id = f.id "
-            f"WHERE {FTS} MATCH ?"
-        )
-        params: list[Any] = [match]
-        if session_id is not None:
-            sql += " AND f.session_id = ?"
-            params.append(session_id)
-        sql += " ORDER BY f.rank LIMIT ?"
-        params.append(limit)
         try:
-            rows = self._all(sql, params)
+            return self._search(
+                f"SELECT m.session_id, m.id, m.role, f.content, m.created_at FROM {FTS} f "
+                f"JOIN {MESSAGES} m ON m.rid = f.rowid AND m.session_id = f.session_id "
+                f"AND m.id = f.id WHERE {FTS} MATCH ?",
+                match, session_id, "f.rank", limit,
+            )
         except sqlite3.OperationalError:
             return []  # a query FTS5 cannot parse finds nothing rather than failing the caller
-        return [FtsHit(*r) for r in rows]
 
 
 _TOKEN_RE = re.compile(r"\w")
@@ -299,7 +353,9 @@ class SqliteBackend:
             self._conn.execute(
                 f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
             )
-            self._migrate()
+            conn = self._conn
+            migrate(conn.execute, lambda: conn.execute("ROLLBACK"), MIGRATIONS,
+                    begin="BEGIN IMMEDIATE")
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise BackendError(f"cannot open SQLite database {path!r}: {exc}") from exc
@@ -310,32 +366,7 @@ class SqliteBackend:
     @property
     def capabilities(self) -> frozenset[str]:
         """``shared_across_processes`` for a file; nothing extra for ``:memory:``."""
-        return frozenset() if self.memory else frozenset({"shared_across_processes"})
-
-    def _migrate(self) -> None:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(_META)
-            row = conn.execute(
-                "SELECT value FROM convostore_meta WHERE key = 'schema_version'"
-            ).fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise SchemaTooNew(version, SCHEMA_VERSION)
-            for step in _MIGRATIONS[version:]:
-                for sql in step:
-                    conn.execute(sql)
-            if version != SCHEMA_VERSION:
-                conn.execute(
-                    "INSERT INTO convostore_meta (key, value) VALUES ('schema_version', ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (str(SCHEMA_VERSION),),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        return _capabilities(self.path)
 
     def _check(self) -> None:
         if self._closed:
@@ -361,3 +392,53 @@ class SqliteBackend:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+
+
+# --- the engine's declaration (read by ._engines) ---------------------------------------------
+
+_MEMORY_URLS = (":memory:", "sqlite://", "sqlite:///:memory:", "sqlite://:memory:")
+
+
+def _parse(url: str) -> str | None:
+    """The path of a SQLite URL (``":memory:"`` for an in-memory database), None for another
+    engine's URL; a bare path is not parsed here (the registry gives it to this engine)."""
+    if url in _MEMORY_URLS:
+        return ":memory:"
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+        if not path:
+            raise InvalidURL(f"no database path in {url!r}")
+        return path  # sqlite:////abs.db keeps its leading slash
+    if url.startswith("file:"):
+        return url[len("file:") :]
+    return None
+
+
+def _workers(pool_size: object) -> int:
+    """One worker thread: it alone uses the store's one connection."""
+    return 1
+
+
+def _capabilities(target: str | None) -> frozenset[str]:
+    """``shared_across_processes`` for a file; nothing extra in memory."""
+    return frozenset() if target in (":memory:", "") else frozenset({SHARED_ACROSS_PROCESSES})
+
+
+def _local_file(target: str) -> str | None:
+    """The database file of ``target``; None for ``:memory:``."""
+    return None if target == ":memory:" else target
+
+
+def open_sqlite(target: str | None, options: OpenOptions) -> Backend:
+    """A :class:`SqliteBackend` on the path ``target``."""
+    assert target is not None  # only an engine that takes pool= is opened without a target
+    return SqliteBackend(target, durability=options.durability,
+                         busy_timeout=options.busy_timeout)
+
+
+ENGINE = Engine(
+    "sqlite", "SQLite", forms=("a file path", "sqlite:///path", ":memory:"), paths=True,
+    parse=_parse, open=open_sqlite, workers=_workers, capabilities=_capabilities,
+    local_file=_local_file, migrations=MIGRATIONS,
+)
+"""The SQLite engine's declaration, listed in :data:`convostore.backends._engines.ENGINES`."""

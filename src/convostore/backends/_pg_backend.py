@@ -1,0 +1,519 @@
+"""The PostgreSQL engine's implementation over psycopg 3: its operations and its backend.
+
+Imported by :func:`convostore.backends.postgres.open_postgres` only, after psycopg was found; the
+engine's declaration, schema and overview live in :mod:`convostore.backends.postgres`, its search
+SQL in :mod:`._pg_search`.
+
+- Connections come from a ``psycopg_pool.ConnectionPool``: one the store creates from the URL
+  (``pool_size`` connections at most, closed by :meth:`PostgresBackend.close`) or one the user
+  passes (never closed by the store).
+- ``schema=`` puts the tables in that schema (created if missing). The shared SQL stays
+  unqualified: the store's own connections get ``search_path`` once, when they are opened; a
+  user's connections get it per scope, with ``set_config(..., true)`` inside a transaction.
+- A write scope is one ``READ COMMITTED`` transaction in pipeline mode that first takes the
+  advisory locks (see the engine's overview); reads run in autocommit, or in a read-only
+  transaction when a user pool needs ``search_path`` set.
+- Multi-key lookups and the path walk probe the unique indexes per key (``LATERAL ... LIMIT 1``),
+  so their cost never depends on the planner's statistics.
+- Payload collection locks payload rows ``FOR UPDATE`` and re-use locks them ``FOR SHARE``, so a
+  payload is never collected under a concurrent writer re-using it.
+
+Every psycopg error crossing :meth:`PostgresBackend.read` / :meth:`PostgresBackend.write` (or
+raised while opening) becomes :class:`~convostore.errors.BackendError` with the driver's
+exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.rows import tuple_row
+
+from ..errors import BackendError, SchemaTooNew, StoreClosed
+from ._legacy_sql import LegacySql
+from ._migrate import migrate, stored_version
+from ._pg_search import PG_TABLES, PostgresSearchOps
+from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION
+from ._sql import SqlOps, _qualify
+from .base import Engine, _batches, _marks
+
+logger = logging.getLogger("convostore")
+
+# --- small helpers ----------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _pg(statement: str) -> str:
+    """The shared SQL's ``?`` placeholders as psycopg's ``%s`` (literal ``%`` doubled)."""
+    return statement.replace("%", "%%").replace("?", "%s")
+
+
+def _key(*parts: str) -> int:
+    """A signed 64-bit advisory lock key for ``parts`` (a collision only serialises more)."""
+    data = "\x00".join(parts).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@?#]*):[^@/?#]*@")
+_PASSWORD_PARAM = re.compile(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)")
+
+
+def _redact(conninfo: str) -> str:
+    """A connection string without its password."""
+    conninfo = _PASSWORD_IN_URL.sub(r"\1@", conninfo)
+    return _PASSWORD_PARAM.sub(r"\1***", conninfo)
+
+
+def _ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+_JOIN_STEP = (
+    f" FROM p JOIN {MESSAGES} m ON m.session_id = ? AND m.id = p.parent_id AND m.seq < p.seq"
+)
+_LATERAL_STEP = (
+    " FROM p CROSS JOIN LATERAL (SELECT id, parent_id, seq, role, bytes, token_estimate"
+    f" FROM {MESSAGES} WHERE session_id = ? AND id = p.parent_id AND seq < p.seq LIMIT 1) m"
+)
+
+
+def _pg_walk(walk: str) -> str:
+    """The shared path walk with its parent step as a per-row index probe."""
+    if _JOIN_STEP not in walk:  # the shared SQL changed: update _JOIN_STEP to match
+        raise RuntimeError("convostore: SqlOps._WALK no longer has the expected parent join")
+    return walk.replace(_JOIN_STEP, _LATERAL_STEP)
+
+
+
+class PostgresLegacySql(LegacySql):
+    """PostgreSQL: ``ctid`` order, ``TIMESTAMPTZ`` to epoch milliseconds, tables found in the
+    store's schema (the first of its ``search_path``)."""
+
+    _ORDER = "ctid"
+    _COLLATE = ' COLLATE "C"'  # our key columns are "C"; the legacy ones use the default
+
+    def _bytes(self, column: str) -> str:
+        return f"octet_length({column})"
+
+    def _ms(self, column: str) -> str:
+        return f"coalesce(floor(extract(epoch FROM {column}) * 1000)::bigint, 0)"
+
+    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
+        # The offsets are read first, by their own query: a subquery evaluated while the
+        # INSERT runs would walk the index entries of every row copied so far (quadratic).
+        # Usually no legacy session has rows here yet, and the offset is a plain 0.
+        tops = ops._all(
+            f"SELECT session_id, max(seq) FROM {table} WHERE session_id IN "
+            f'(SELECT DISTINCT session_id COLLATE "C" FROM {source}) GROUP BY session_id'
+        )
+        if not tops:
+            return self._numbered("0"), "", ()
+        join = (
+            " LEFT JOIN unnest(?::text[], ?::bigint[]) AS o(session_id, top) "
+            f"ON o.session_id = a.session_id{self._COLLATE}"
+        )
+        return (
+            self._numbered("coalesce(o.top, 0)"), join,
+            ([r[0] for r in tops], [int(r[1]) for r in tops]),
+        )
+
+    def drop(self, ops: Any, table: str) -> None:
+        # Inside DO: a DROP command tag would make psycopg discard its prepared statements in
+        # the middle of the write scope's pipeline.
+        ops._run(f"DO $$ BEGIN DROP TABLE IF EXISTS {table}; END $$")
+
+
+# --- operations -------------------------------------------------------------------------------
+
+
+class PostgresOps(PostgresSearchOps):
+    """:class:`~convostore.backends._sql.SqlOps` over one psycopg connection (one scope)."""
+
+    _FOR_SHARE = " FOR SHARE"
+    _FOR_UPDATE = " FOR UPDATE"
+    legacy = PostgresLegacySql()
+
+    def __init__(self, conn: psycopg.Connection[Any], *, writing: bool) -> None:
+        self._conn = conn
+        self._writing = writing
+        # A write scope sends its index probe with the BEGIN; the scope's locks keep the answer
+        # valid until it ends (creating the index takes the store lock exclusively).
+        self._fts_probe: psycopg.Cursor[tuple[Any, ...]] | None = None
+        self._fts: bool | None = None
+        self._share_locked: set[str] = set()
+        self._active = True  # False once the scope ended (its connection is back in the pool)
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        # A cursor per statement: in pipeline mode results arrive later, each to its cursor.
+        return self._conn.cursor(row_factory=tuple_row).execute(_pg(sql), params)
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = list(rows)
+        if len(rows) == 1:
+            self._run(sql, rows[0])
+        elif rows:
+            # Pipelined by psycopg: one round trip for the lot.
+            self._conn.cursor(row_factory=tuple_row).executemany(_pg(sql), rows)
+
+    def existing_tables(self, names: Sequence[str]) -> set[str]:
+        return {r[0] for r in self._all(PG_TABLES, (list(names),))}
+
+    # -- access paths --------------------------------------------------------------------------
+    # PostgreSQL's planner, given stale statistics (a table that grew since it was analysed, or a
+    # big session in a table of small ones), may answer "session_id = ? AND key IN (...)" by
+    # scanning the whole session through another index. These forms probe the unique index once
+    # per key whatever the statistics say: LIMIT 1 keeps the lateral subquery from being
+    # flattened into a join the planner could hash.
+
+    _WALK = _pg_walk(SqlOps._WALK)
+
+    def _by_key(
+        self, cols: str, key: str, session_id: str, keys: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
+        if len(keys) <= 1:  # a single equality: the planner always takes the unique index
+            return super()._by_key(cols, key, session_id, keys)
+        array_type = "bigint" if key == "seq" else "text"
+        return self._all(
+            f"SELECT {_qualify('m', cols)} "
+            f"FROM unnest(?::{array_type}[]) AS k(v) CROSS JOIN LATERAL "
+            f"(SELECT {cols} FROM {MESSAGES} WHERE session_id = ? AND {key} = k.v LIMIT 1) m",
+            (list(keys), session_id),
+        )
+
+    # -- payload locks -------------------------------------------------------------------------
+
+    def store_payload(self, hash: str, data: bytes, media_type: str) -> None:
+        super().store_payload(hash, data, media_type)
+        self._share_locked.add(hash)  # locked FOR SHARE, or inserted by this transaction
+
+    def add_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
+        wanted = list(dict.fromkeys(hashes))
+        # A message written back with a pointer re-uses a payload without storing it: lock it
+        # too, so a concurrent collection in another session waits for this commit and sees
+        # the new reference.
+        missing = sorted(h for h in wanted if h not in self._share_locked)
+        for batch in _batches(missing):
+            self._run(
+                f"SELECT hash FROM {ATTACHMENTS} WHERE hash IN ({_marks(len(batch))}) "
+                f"ORDER BY hash{self._FOR_SHARE}",
+                tuple(batch),
+            )
+        self._share_locked.update(missing)
+        super().add_refs(session_id, message_id, wanted)
+
+# --- the backend ------------------------------------------------------------------------------
+
+
+class PostgresBackend:
+    """A PostgreSQL database (or a PostgreSQL-compatible one) as a convostore backend.
+
+    :param url: a ``postgresql://`` or ``postgres://`` URL (or a libpq connection string);
+        ``None`` when ``pool`` is given.
+    :param pool: an open ``psycopg_pool.ConnectionPool`` to take connections from; the store
+        never closes it.
+    :param pool_size: most connections of the pool the store creates from ``url``.
+    :param schema: the schema holding the tables (created if missing); ``None`` → the first
+        schema of the connection's ``search_path`` (usually ``public``).
+    :param engine: the engine's declaration (:data:`convostore.backends.postgres.ENGINE`): its
+        schema as data and its capabilities.
+    """
+
+    def __init__(
+        self,
+        url: str | None,
+        *,
+        pool: Any = None,
+        pool_size: int = 10,
+        schema: str | None = None,
+        engine: Engine,
+    ) -> None:
+        if schema is not None:
+            if not isinstance(schema, str):
+                raise TypeError(f"schema must be a string, not {type(schema).__name__}")
+            if not schema or "\x00" in schema or len(schema.encode("utf-8", "replace")) > 63:
+                raise ValueError(f"invalid schema name {schema!r} (1 to 63 bytes, no NUL)")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be a positive int, not {pool_size!r}")
+        if pool is None and url is None:
+            raise ValueError("PostgresBackend needs a URL or pool=")
+        self.schema = schema
+        self._engine = engine
+        self._path = None if schema is None else _ident(schema)
+        self._path_literal: str | None = None
+        self._own_pool = pool is None
+        self._closed = False
+        self._fts_seen = False  # once a scope saw the search table, write scopes skip asking
+        self._local = threading.local()
+        self._pool: psycopg_pool.ConnectionPool[Any]
+        if pool is not None:
+            if not hasattr(pool, "connection"):
+                raise TypeError(
+                    f"pool= needs a psycopg_pool.ConnectionPool, not {type(pool).__name__}"
+                )
+            self._pool = pool
+            self.url = _redact(str(getattr(pool, "conninfo", "") or "postgresql://(pool)"))
+            try:
+                with pool.connection() as conn:
+                    switched = self._prepare_conn(conn)
+                    try:
+                        self._open(conn)
+                    finally:
+                        self._release_conn(conn, switched)
+            except psycopg.Error as exc:
+                raise BackendError(f"cannot open PostgreSQL store: {exc}") from exc
+        else:
+            assert url is not None
+            self.url = _redact(url)
+            try:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    self._configure(conn)
+                    self._open(conn)
+            except psycopg.Error as exc:
+                raise BackendError(f"cannot open PostgreSQL database {self.url!r}: {exc}") from exc
+            self._pool = psycopg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=pool_size,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+                name="convostore",
+            )
+            self._pool.open(wait=False)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """As the engine declares: any number of processes and machines may share it."""
+        return self._engine.capabilities(None)
+
+    # --- connections --------------------------------------------------------------------------
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Set up a connection of the store's own pool (once, when it is opened)."""
+        if self._path is not None:
+            conn.execute("SELECT set_config('search_path', %s, false)", (self._path,))
+
+    def _prepare_conn(self, conn: psycopg.Connection[Any]) -> bool:
+        """Make a user pool's connection autocommit for the scope; True if it was not."""
+        if conn.autocommit:
+            return False
+        conn.autocommit = True
+        return True
+
+    def _release_conn(self, conn: psycopg.Connection[Any], switched: bool) -> None:
+        """Give a user pool's connection back as it was lent (``switched``: not autocommit)."""
+        if switched and not self._own_pool and not conn.closed:
+            try:
+                conn.autocommit = False
+            except psycopg.Error:
+                pass  # the pool resets or discards it
+
+    def _local_path(self, conn: psycopg.Connection[Any]) -> str:
+        """``SELECT set_config('search_path', ..., true)`` for a user pool with a schema."""
+        if self._path_literal is None:
+            assert self._path is not None
+            literal = sql.Literal(self._path).as_string(conn)
+            self._path_literal = f"SELECT set_config('search_path', {literal}, true)"
+        return self._path_literal
+
+    # --- opening and migrating ----------------------------------------------------------------
+
+    def _open(self, conn: psycopg.Connection[Any]) -> None:
+        """Migrate (if needed) and derive the lock keys; ``conn`` is in autocommit mode."""
+        cur = conn.cursor(row_factory=tuple_row)
+        local = not self._own_pool and self._path is not None
+        if local:
+            cur.execute("BEGIN")
+            cur.execute(self._local_path(conn))
+        try:
+            if self.schema is not None:
+                name = self.schema
+            else:
+                row = cur.execute("SELECT current_schema()").fetchone()
+                name = row[0] if row and row[0] else ""
+            version = self._version(cur)
+        finally:
+            if local:
+                cur.execute("COMMIT")
+        self._store_key = _key("convostore", name, "store")
+        self._migrate_key = _key("convostore", name, "migrate")
+        self._session_prefix = name
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(version, SCHEMA_VERSION)
+        self._migrate(cur, conn)
+
+    def _version(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> int:
+        row = cur.execute(f"SELECT to_regclass('{META}') IS NOT NULL").fetchone()
+        return stored_version(cur.execute) if row and row[0] else 0
+
+    def _migrate(self, cur: psycopg.Cursor[tuple[Any, ...]], conn: psycopg.Connection[Any]) -> None:
+        # Serialise every process migrating this schema; the loser finds the work done.
+        prepare = [f"SELECT pg_advisory_xact_lock({self._migrate_key})"]
+        if self.schema is not None:
+            prepare.append(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
+        if not self._own_pool and self._path is not None:
+            prepare.append(self._local_path(conn))
+
+        def rollback() -> None:
+            try:
+                cur.execute("ROLLBACK")
+            except psycopg.Error:
+                pass  # the original error is the one to report
+
+        version = migrate(cur.execute, rollback, self._engine.migrations, prepare=prepare)
+        if version != SCHEMA_VERSION:
+            logger.info("migrated PostgreSQL schema %r from version %d to %d",
+                        self.schema, version, SCHEMA_VERSION)
+
+    # --- scopes -------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    def _begin(self, session_id: str | None) -> list[tuple[str, tuple[Any, ...]]]:
+        """BEGIN, search_path (user pool) and the locks; sent with the scope's first query."""
+        steps: list[tuple[str, tuple[Any, ...]]] = [("BEGIN ISOLATION LEVEL READ COMMITTED", ())]
+        if not self._own_pool and self._path is not None:
+            steps.append(("SELECT set_config('search_path', %s, true)", (self._path,)))
+        if session_id is None:
+            steps.append(("SELECT pg_advisory_xact_lock(%s)", (self._store_key,)))
+        else:
+            # Store key (shared) first, then the session's: one order for every writer.
+            key = _key("convostore", self._session_prefix, "session", session_id)
+            steps.append((
+                "SELECT pg_advisory_xact_lock_shared(%s), pg_advisory_xact_lock(%s)",
+                (self._store_key, key),
+            ))
+        return steps
+
+    def _current(self) -> PostgresOps | None:
+        """The scope open in this thread, if any (checks the store is open)."""
+        self._check()
+        ops: PostgresOps | None = getattr(self._local, "ops", None)
+        # A scope left open by an abandoned generator may have ended in another thread.
+        return ops if ops is not None and ops._active else None
+
+    @contextmanager
+    def _bound(self, ops: PostgresOps, outer: PostgresOps | None) -> Iterator[None]:
+        """``ops`` is this thread's scope while the body runs; then it ends and ``outer`` (the
+        scope it was nested in, or None) is this thread's scope again."""
+        self._local.ops = ops
+        try:
+            yield
+        finally:
+            ops._active = False
+            self._local.ops = outer
+
+    @contextmanager
+    def read(self) -> Iterator[PostgresOps]:
+        """A read scope: a pooled connection in autocommit (a read-only transaction when a
+        user pool needs ``search_path`` set). Nested in another scope of the same thread, it
+        shares that scope's connection."""
+        current = self._current()
+        if current is not None:
+            yield current
+            return
+        try:
+            with self._pool.connection() as conn:
+                switched = self._prepare_conn(conn)
+                local = not self._own_pool and self._path is not None
+                try:
+                    if local:
+                        conn.execute(f"BEGIN READ ONLY; {self._local_path(conn)}")
+                    ops = PostgresOps(conn, writing=False)
+                    try:
+                        with self._bound(ops, None):
+                            yield ops
+                    finally:
+                        if local:
+                            _end(conn, "COMMIT")
+                    if ops._fts:  # the store may never ask a write scope again
+                        self._fts_seen = True
+                finally:
+                    self._release_conn(conn, switched)
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL read failed: {exc}") from exc
+
+    @contextmanager
+    def write(self, session_id: str | None) -> Iterator[PostgresOps]:
+        """One transaction holding the advisory lock of ``session_id`` (of the store if None);
+        committed when the body returns, rolled back if it raises.
+
+        The scope runs in pipeline mode: the BEGIN and the locks travel with the first query,
+        and statements whose results nobody reads (inserts, the COMMIT) travel together, so a
+        plain append costs two round trips (BEGIN, locks and the probe; INSERT and COMMIT).
+        """
+        current = self._current()
+        if current is not None and current._writing:
+            # A second connection would wait forever for the lock this thread holds.
+            raise BackendError("a write scope is already open in this thread")
+        try:
+            with self._pool.connection() as conn:
+                switched = self._prepare_conn(conn)
+                try:
+                    with _pipeline(conn):
+                        for statement, params in self._begin(session_id):
+                            conn.execute(statement, params)
+                        ops = PostgresOps(conn, writing=True)
+                        if self._fts_seen:
+                            ops._fts = True  # a search table, once there, stays
+                        else:
+                            ops._fts_probe = ops._run(PG_TABLES, ([FTS],))
+                        with self._bound(ops, current):
+                            yield ops
+                        conn.execute("COMMIT")
+                    if ops._fts:
+                        self._fts_seen = True
+                finally:
+                    _end(conn, "ROLLBACK")
+                    self._release_conn(conn, switched)
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL write failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the store's own pool (a pool passed by the user stays open); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._own_pool:
+            self._pool.close()
+
+
+@contextmanager
+def _pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Pipeline mode for a scope; when the body fails, errors of the final sync are dropped
+    (the body's exception is the one that counts, and the transaction is rolled back)."""
+    pipeline = conn.pipeline()
+    pipeline.__enter__()
+    try:
+        yield
+    except BaseException:
+        try:
+            pipeline.__exit__(None, None, None)
+        except psycopg.Error:
+            pass
+        raise
+    pipeline.__exit__(None, None, None)
+
+
+def _end(conn: psycopg.Connection[Any], command: str) -> None:
+    """End the scope's transaction if one is open; a broken connection is left to the pool."""
+    if conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    try:
+        conn.execute(command)
+    except psycopg.Error:
+        logger.debug("could not %s a PostgreSQL transaction", command, exc_info=True)

@@ -1,0 +1,169 @@
+"""PostgreSQL full-text search: the index's DDL, its bounded source text, and the ``fts_*`` SQL.
+
+``convostore_fts`` (created by the first search) holds the indexed text of each message and a
+``tsvector`` under a GIN index; a session search is a phrase (``phraseto_tsquery``), a store
+search needs every word (``plainto_tsquery``), best ``ts_rank`` first. The text search
+configuration is ``english`` without its stop words (see :data:`TS_CONFIG`). Stale index rows
+never surface: hits are joined to the messages table.
+
+This module needs no driver: :class:`PostgresSearchOps` is a mixin of
+:class:`~._pg_backend.PostgresOps`, which supplies the connection and the scope's state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ._schema import FTS, MESSAGES
+from ._sql import SqlOps
+from .base import FtsHit, _batches, _marks
+
+TS_CONFIG = "convostore_english"
+"""The text search configuration of the index and of queries: ``english`` without stop words."""
+
+PG_TABLES = (
+    "SELECT relname FROM pg_class WHERE relname = ANY(?::text[]) AND relnamespace = "
+    "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+)
+"""Which of the tables named by the one parameter (a list) exist in the store's schema: the
+search table's probe, and the catalog query of the operations. Read from pg_class with the
+statement's snapshot, not through ``to_regclass``: inside a transaction the connection's catalog
+caches may predate a table created or dropped by a commit made while this writer waited for its
+lock."""
+
+# The search table, created by the first search (behaviour.md §8.1: not on append). The tsvector
+# is computed by the INSERT from a bounded source text (see _index_source), not generated from
+# ``content``: a generated column would fail the whole write on a text whose tsvector exceeds
+# PostgreSQL's 1 MB limit.
+#
+# The text search configuration is ``english`` with its stop-word list left out: English
+# stemming, as SQLite's porter tokenizer does, but every word is a token, so "cats OR dogs" is a
+# three-word phrase and a search for "the" finds "the", as on SQLite. PostgreSQL has no IF NOT
+# EXISTS for these, hence the DO block (whose command tag also keeps psycopg from discarding its
+# prepared statements in the middle of a pipeline, as an ALTER's would).
+_FTS_CONFIG_DDL = f"""DO $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_ts_config WHERE cfgname = '{TS_CONFIG}'
+        AND cfgnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+    ) THEN
+        CREATE TEXT SEARCH DICTIONARY {TS_CONFIG}_stem (TEMPLATE = snowball, LANGUAGE = english);
+        CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = pg_catalog.english);
+        ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG}
+            ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+            WITH {TS_CONFIG}_stem;
+    END IF;
+END
+$$"""
+_FTS_DDL = [
+    f"""CREATE TABLE IF NOT EXISTS {FTS} (
+        session_id TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
+        role TEXT NOT NULL, content TEXT NOT NULL, tsv TSVECTOR NOT NULL,
+        PRIMARY KEY (session_id, id)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON {FTS} USING GIN (tsv)",
+]
+
+
+_UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")
+_WORD = re.compile(r"\w")
+
+
+def _clean(text: str) -> str:
+    """Text PostgreSQL can hold: NUL and lone surrogates become spaces."""
+    return _UNSAFE_TEXT.sub(" ", text) if _UNSAFE_TEXT.search(text) else text
+
+
+_VERBATIM_CHARS = 60_000
+_SOURCE_CHARS = 150_000
+
+
+def _index_source(text: str) -> str:
+    """The text a message's tsvector is built from, bounded so it fits PostgreSQL's limits.
+
+    A tsvector holds at most 1 MB and positions up to 16383, so a long text is indexed as its
+    first 60,000 characters verbatim (phrases match there) followed by each further word once
+    (every word stays findable), at most 150,000 characters in all.
+    """
+    if len(text) <= _VERBATIM_CHARS:
+        return text
+    cut = text.rfind(" ", 0, _VERBATIM_CHARS)
+    cut = _VERBATIM_CHARS if cut <= 0 else cut
+    head = text[:cut]
+    rest = " ".join(dict.fromkeys(text[cut:].split()))
+    source = f"{head} {rest}"
+    if len(source) > _SOURCE_CHARS:
+        end = source.rfind(" ", 0, _SOURCE_CHARS)
+        source = source[: end if end > 0 else _SOURCE_CHARS]
+    return source
+
+
+
+class PostgresSearchOps(SqlOps):
+    """The ``fts_*`` operations over the scope's connection (a mixin of ``PostgresOps``)."""
+
+    # Set by PostgresOps for each scope. A write scope sends its index probe with the BEGIN;
+    # the scope's locks keep the answer valid until it ends (creating the index takes the store
+    # lock exclusively).
+    _writing: bool
+    _fts_probe: Any
+    _fts: bool | None
+
+    def fts_exists(self) -> bool:
+        if self._fts is None:
+            if self._fts_probe is not None:
+                found = self._fts_probe.fetchone() is not None
+            else:
+                found = self._one(PG_TABLES, ([FTS],)) is not None
+            # Once there, the table stays; a "no" holds only under a write scope's locks.
+            if found or self._writing:
+                self._fts = found
+            return found
+        return self._fts
+
+    def fts_create(self) -> None:
+        self._run(_FTS_CONFIG_DDL)
+        for statement in _FTS_DDL:
+            self._run(statement)
+        if self._writing:
+            self._fts = True
+
+    def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
+        entries = []
+        for sid, mid, role, text in rows:
+            text = _clean(text)
+            entries.append((sid, mid, role, text, _index_source(text)))
+        self._many(
+            f"INSERT INTO {FTS} AS f (session_id, id, role, content, tsv) "
+            f"VALUES (?, ?, ?, ?, to_tsvector('{TS_CONFIG}', ?)) "
+            "ON CONFLICT (session_id, id) DO UPDATE SET role = excluded.role, "
+            "content = excluded.content, tsv = excluded.tsv",
+            entries,
+        )
+
+    def fts_delete(self, session_id: str, ids: Sequence[str]) -> None:
+        for batch in _batches(ids):
+            self._run(
+                f"DELETE FROM {FTS} WHERE session_id = ? AND id IN ({_marks(len(batch))})",
+                (session_id, *batch),
+            )
+
+    def fts_clear(self, session_id: str) -> None:
+        self._run(f"DELETE FROM {FTS} WHERE session_id = ?", (session_id,))
+
+    def fts_search(
+        self, query: str, session_id: str | None, limit: int, all_words: bool
+    ) -> list[FtsHit]:
+        query = _clean(query)
+        if not _WORD.search(query) or limit <= 0:
+            return []  # nothing a parser would keep: no lexeme, no hit
+        parse = "plainto_tsquery" if all_words else "phraseto_tsquery"
+        return self._search(
+            f"SELECT f.session_id, f.id, m.role, f.content, m.created_at "
+            f"FROM {parse}('{TS_CONFIG}', ?) q, {FTS} f CROSS JOIN LATERAL "
+            f"(SELECT role, created_at, seq FROM {MESSAGES} "
+            f"WHERE session_id = f.session_id AND id = f.id LIMIT 1) m WHERE f.tsv @@ q",
+            query, session_id, "ts_rank(f.tsv, q, 1) DESC, m.created_at, m.seq", limit,
+        )

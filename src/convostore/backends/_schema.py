@@ -1,0 +1,37 @@
+"""The tables both engines build, named once, and the schema version.
+
+Every table is keyed by session id first (the payload tables by content hash), so the tables
+shard by session:
+
+- :data:`MESSAGES`: one row per message, content last so content-free walks never load it;
+  ``bytes`` is the stored size (continuations and referenced payloads' base64 included).
+  ``chained`` = 1 marks a row whose parent is the row just before it in ``seq`` (a plain
+  append); only the other rows are in the parent index, so an append writes one b-tree less.
+- :data:`MESSAGE_CHUNKS`: continuation slices of messages above the row budget.
+- :data:`COMPACTIONS`: overlay records.
+- :data:`ATTACHMENTS` / :data:`ATTACHMENT_CHUNKS` / :data:`ATTACHMENT_REFS`: payloads stored
+  once by hash, in chunks, and which message refers to which payload.
+- :data:`SESSION_STATE`: a per-session epoch bumped by every write except a plain append, so
+  derived values (the token estimate) can be memoised and checked cheaply.
+- :data:`META`: the schema version (see :mod:`._migrate`).
+
+Each engine writes its own DDL for these (its types and collations differ) as migration data;
+the session registry's table lives in :mod:`._registry`, the search index with each engine.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 3
+"""The schema this version writes; opening an older database migrates it."""
+
+MESSAGES = "convostore_messages"
+MESSAGE_CHUNKS = "convostore_message_chunks"
+COMPACTIONS = "convostore_compactions"
+ATTACHMENTS = "convostore_attachments"
+ATTACHMENT_CHUNKS = "convostore_attachment_chunks"
+ATTACHMENT_REFS = "convostore_attachment_refs"
+SESSION_STATE = "convostore_session_state"
+META = "convostore_meta"
+FTS = "convostore_fts"
+"""The full-text index, created by the first search (behaviour.md §8.1: not on append); each
+engine builds it its own way."""
