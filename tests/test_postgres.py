@@ -15,6 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from _helpers import ids, text
+from _storage import (
+    backend,
+    connection_pool,
+    execute,
+    fetch_one,
+    reading,
+    search_probe_sent,
+    search_table_known,
+    store_lock_key,
+    writing,
+)
 from conftest import PG_URL, _drop_schema
 
 from convostore import (
@@ -122,7 +133,7 @@ def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
 def test_the_store_closes_the_pool_it_created(spec: BackendSpec) -> None:
     store = Sessions.open(spec.url, **spec.options)
     store.session().append_message(text("a", "x"))
-    pool = store.core.backend._pool  # type: ignore[attr-defined]
+    pool = connection_pool(store)
     store.close()
     assert pool.closed
     store.close()  # idempotent
@@ -135,7 +146,7 @@ def test_a_url_password_never_shows(spec: BackendSpec) -> None:
     url = f"postgresql://{user}:s3cret-pw@{host}"  # trust auth ignores the password
     with Sessions.open(url, **spec.options) as store:
         assert "s3cret-pw" not in repr(store)
-        assert "s3cret-pw" not in store.core.backend.url
+        assert "s3cret-pw" not in backend(store).url
 
 
 def test_an_unreachable_server_is_a_backend_error() -> None:
@@ -383,25 +394,26 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
 
     schema = spec.options["schema"]
     with Sessions.open(spec.url, schema=schema, pool_size=1) as store:
-        backend: Any = store.core.backend
         # With the search table known, a write scope sends no catalog query of its own before
         # ours (scanning pg_class would refresh the caches by locking it).
         store.search("anything")
-        assert backend._fts_seen
+        assert search_table_known(store)
         with _admin() as conn:
             conn.execute(f'CREATE TABLE "{schema}".{LEGACY_MESSAGES} (id TEXT)')
-        with backend.read() as ops:  # the pool's one connection caches the table
+        with reading(store) as ops:  # the pool's one connection caches the table
             assert legacy_sql(ops).existing(ops, [LEGACY_MESSAGES]) == {LEGACY_MESSAGES}
-            pid = ops._one("SELECT pg_backend_pid()")[0]
+            row = fetch_one(ops, "SELECT pg_backend_pid()")
+            assert row is not None
+            pid = row[0]
         seen: list[set[str]] = []
 
         def writer() -> None:
-            with backend.write("s") as ops:  # waits for the store key held below
+            with writing(store, "s") as ops:  # waits for the store key held below
                 seen.append(legacy_sql(ops).existing(ops, [LEGACY_MESSAGES]))
 
         with _admin() as holder:
             holder.execute("BEGIN")
-            holder.execute("SELECT pg_advisory_xact_lock(%s)", (backend._store_key,))
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (store_lock_key(store),))
             thread = threading.Thread(target=writer)
             thread.start()
             deadline = time.monotonic() + 10
@@ -425,14 +437,13 @@ def test_a_search_table_found_by_a_read_stops_the_probe_of_later_writes(
         store.session().append_message(text("a", "indexed words"))
         store.search("indexed")  # creates the search table
     with Sessions.open(spec.url, **spec.options) as store:
-        backend: Any = store.core.backend
         assert [r.id for r in store.search("indexed")] == ["a"]
         s = store.session()
         s.append_message(text("b", "more"))
         s.append_message(text("c", "words"))
-        assert backend._fts_seen
-        with backend.write("") as ops:
-            assert ops._fts_probe is None and ops.fts_exists()
+        assert search_table_known(store)
+        with writing(store, "") as ops:
+            assert not search_probe_sent(ops) and ops.fts_exists()
         assert sorted(r.id for r in store.search("words")) == ["a", "c"]
 
 
@@ -445,14 +456,13 @@ def test_driver_errors_are_backend_errors_and_roll_back(spec: BackendSpec) -> No
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
         s.append_message(text("a", "kept"))
-        backend: Any = store.core.backend
-        with pytest.raises(BackendError) as info, backend.write("") as ops:
-            ops._run("DELETE FROM convostore_messages")
-            ops._one("SELECT 1 / 0")
+        with pytest.raises(BackendError) as info, writing(store, "") as ops:
+            execute(ops, "DELETE FROM convostore_messages")
+            fetch_one(ops, "SELECT 1 / 0")
         assert isinstance(info.value.__cause__, psycopg.errors.DivisionByZero)
         assert ids(s.get_history()) == ["a"]  # the delete was rolled back
-        with pytest.raises(BackendError), backend.read() as ops:
-            ops._one("SELECT * FROM no_such_table")
+        with pytest.raises(BackendError), reading(store) as ops:
+            fetch_one(ops, "SELECT * FROM no_such_table")
         s.append_message(text("b", "the pool still works"))
         assert ids(s.get_history()) == ["a", "b"]
 
@@ -461,9 +471,8 @@ def test_an_interrupt_is_not_wrapped_and_rolls_back(spec: BackendSpec) -> None:
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
         s.append_message(text("a", "kept"))
-        backend: Any = store.core.backend
-        with pytest.raises(KeyboardInterrupt), backend.write("") as ops:
-            ops._run("DELETE FROM convostore_messages")
+        with pytest.raises(KeyboardInterrupt), writing(store, "") as ops:
+            execute(ops, "DELETE FROM convostore_messages")
             raise KeyboardInterrupt
         assert ids(s.get_history()) == ["a"]
         s.append_message(text("b", "after"))
@@ -475,7 +484,7 @@ def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
 ) -> None:
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
-        with store.core.backend.write("") as ops:
+        with writing(store, "") as ops:
             assert ops.tail("") is None
             with pytest.raises(BackendError, match="already open"):
                 s.append_message(text("a", "x"))
