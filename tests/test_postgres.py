@@ -41,7 +41,10 @@ from convostore.manager import SessionManager
 if TYPE_CHECKING:
     from conftest import BackendSpec
 
-pytestmark = pytest.mark.requires("postgres")
+# Every test here speaks PostgreSQL to the server: through a psycopg connection of its own
+# (catalogs, schemas, roles), or by checking psycopg's errors and tsvector's limits. Each also
+# names the capability it exercises; the conftest's ``requires`` counts both marks.
+pytestmark = pytest.mark.requires("postgresql_dialect")
 
 
 def _admin() -> Any:
@@ -97,6 +100,7 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
 # --- pools ----------------------------------------------------------------------------------
 
 
+@pytest.mark.requires("connection_pool", "schemas")
 def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
     from psycopg.pq import TransactionStatus
     from psycopg_pool import ConnectionPool
@@ -130,6 +134,7 @@ def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
         pool.close()
 
 
+@pytest.mark.requires("connection_pool")
 def test_the_store_closes_the_pool_it_created(spec: BackendSpec) -> None:
     store = Sessions.open(spec.url, **spec.options)
     store.session().append_message(text("a", "x"))
@@ -139,6 +144,7 @@ def test_the_store_closes_the_pool_it_created(spec: BackendSpec) -> None:
     store.close()  # idempotent
 
 
+@pytest.mark.requires("url_password")
 def test_a_url_password_never_shows(spec: BackendSpec) -> None:
     assert PG_URL is not None and PG_URL.startswith("postgresql://")
     rest = PG_URL[len("postgresql://") :]
@@ -159,6 +165,7 @@ def test_an_unreachable_server_is_a_backend_error() -> None:
 # --- schemas --------------------------------------------------------------------------------
 
 
+@pytest.mark.requires("schemas")
 def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list[str]) -> None:
     public = _tables("public")
     other = _fresh_schema()
@@ -178,6 +185,7 @@ def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list
     assert _tables("public") <= public  # nothing created outside the stores' schemas
 
 
+@pytest.mark.requires("schemas")
 def test_an_awkward_schema_name_is_quoted(spec: BackendSpec, schemas: list[str]) -> None:
     odd = f"Odd Schema-{uuid.uuid4().hex[:6]}'%?"
     schemas.append(odd)
@@ -207,6 +215,7 @@ def _open_and_write(url: str, schema: str, worker: int, start: Any, out: Any) ->
         out.put((worker, repr(exc)))
 
 
+@pytest.mark.requires("schemas", "shared_across_processes")
 def test_processes_opening_a_new_schema_at_once_migrate_it_once(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -233,6 +242,7 @@ def test_processes_opening_a_new_schema_at_once_migrate_it_once(
         assert [x.session_id for x in store.list_sessions()] == [f"w{w}" for w in range(6)]
 
 
+@pytest.mark.requires("schemas", "reopen")
 def test_reopening_is_idempotent_and_a_newer_schema_is_refused(spec: BackendSpec) -> None:
     schema = spec.options["schema"]
     for _ in range(2):
@@ -250,6 +260,7 @@ def test_reopening_is_idempotent_and_a_newer_schema_is_refused(spec: BackendSpec
     assert (info.value.found, info.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
 
 
+@pytest.mark.requires("schemas")
 def test_a_version_2_schema_migrates_and_its_rows_still_branch(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -318,6 +329,7 @@ def _run_schema_file(schema: str) -> None:
         conn.execute(SCHEMA_FILE.read_text(encoding="utf-8"))
 
 
+@pytest.mark.requires("schema_file", "schemas")
 def test_the_schema_file_builds_what_the_migrations_build(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -334,6 +346,7 @@ def test_the_schema_file_builds_what_the_migrations_build(
     assert migrated["lexemes"] == ("'cat':2 'dog':4 'or':3 'run':6 'the':1 'were':5",)
 
 
+@pytest.mark.requires("schema_file", "schemas")
 def test_a_role_without_create_rights_works_on_the_schema_file(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -382,6 +395,7 @@ def test_a_role_without_create_rights_works_on_the_schema_file(
 # --- catalog questions inside a write scope -------------------------------------------------
 
 
+@pytest.mark.requires("advisory_locks", "connection_pool", "search_table_probe")
 def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
     spec: BackendSpec,
 ) -> None:
@@ -428,6 +442,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
         assert seen == [set()]
 
 
+@pytest.mark.requires("search_table_probe", "reopen")
 def test_a_search_table_found_by_a_read_stops_the_probe_of_later_writes(
     spec: BackendSpec,
 ) -> None:
@@ -450,6 +465,7 @@ def test_a_search_table_found_by_a_read_stops_the_probe_of_later_writes(
 # --- the boundary: driver errors, interrupts, nesting ---------------------------------------
 
 
+@pytest.mark.requires("connection_pool")
 def test_driver_errors_are_backend_errors_and_roll_back(spec: BackendSpec) -> None:
     import psycopg
 
@@ -467,6 +483,7 @@ def test_driver_errors_are_backend_errors_and_roll_back(spec: BackendSpec) -> No
         assert ids(s.get_history()) == ["a", "b"]
 
 
+@pytest.mark.requires("connection_pool")
 def test_an_interrupt_is_not_wrapped_and_rolls_back(spec: BackendSpec) -> None:
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
@@ -479,6 +496,7 @@ def test_an_interrupt_is_not_wrapped_and_rolls_back(spec: BackendSpec) -> None:
         assert ids(s.get_history()) == ["a", "b"]
 
 
+@pytest.mark.requires("connection_pool")
 def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
     spec: BackendSpec,
 ) -> None:
@@ -492,6 +510,7 @@ def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
         assert ids(s.get_history()) == ["a"]
 
 
+@pytest.mark.requires("advisory_locks")
 def test_two_stores_on_one_schema_share_the_session_lock(spec: BackendSpec) -> None:
     import threading
 
