@@ -382,9 +382,9 @@ def test_a_role_without_create_rights_works_on_the_schema_file(
             assert ids(s.get_history()) == ["a"]
             assert store.storage_stats().attachments == 0
             manager = SessionManager(store)
-            info = manager.create("managed")
-            manager.append(info.id, text("m", "registered"))
-            assert [i.id for i in manager.list()] == [info.id]
+            managed = manager.create("managed")
+            manager.append(managed.id, text("m", "registered"))
+            assert [i.id for i in manager.list()] == [managed.id]
     finally:
         with _admin() as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -433,7 +433,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
             deadline = time.monotonic() + 10
             while not holder.execute(
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)", (pid,)
-            ).fetchone()[0]:  # type: ignore[index]
+            ).fetchone()[0]:
                 assert time.monotonic() < deadline, "the writer never waited for the lock"
                 time.sleep(0.01)
             holder.execute(f'DROP TABLE "{schema}".{LEGACY_MESSAGES}')
