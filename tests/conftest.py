@@ -7,6 +7,9 @@
 - ``store``: ``open_store()`` with default options.
 - ``@pytest.mark.requires("capability")``: skips a test the backend cannot run, by capability,
   never by backend name (see ``CAPABILITIES``).
+
+Tests speak through the public API; the few that must look at storage underneath (stored
+rows, raw SQL in a scope, a pool, a connection) do it through ``_storage.py`` only.
 """
 
 from __future__ import annotations

@@ -113,23 +113,23 @@ class LegacyDb:
 
     def __init__(self, spec: BackendSpec) -> None:
         self.dialect = spec.dialect
-        self._conn: Any
+        self.conn: Any
         if self.dialect == "sqlite":
-            self._conn = sqlite3.connect(spec.url, isolation_level=None)
+            self.conn = sqlite3.connect(spec.url, isolation_level=None)
         else:
             import psycopg
 
             assert PG_URL is not None
             self.schema = spec.options["schema"]
-            self._conn = psycopg.connect(PG_URL, autocommit=True)
-            self._conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            self._conn.execute(f'SET search_path TO "{self.schema}"')
-            self._conn.execute("SET TIME ZONE 'UTC'")  # v0.17 wrote UTC wall-clock times
+            self.conn = psycopg.connect(PG_URL, autocommit=True)
+            self.conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            self.conn.execute(f'SET search_path TO "{self.schema}"')
+            self.conn.execute("SET TIME ZONE 'UTC'")  # v0.17 wrote UTC wall-clock times
 
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.dialect == "postgresql":
             sql = sql.replace("?", "%s")
-        cur = self._conn.execute(sql, params)
+        cur = self.conn.execute(sql, params)
         return list(cur.fetchall()) if cur.description else []
 
     def create_v017_tables(self) -> set[str]:
@@ -169,7 +169,7 @@ class LegacyDb:
         )
 
     def close(self) -> None:
-        self._conn.close()
+        self.conn.close()
 
 
 @pytest.fixture
