@@ -8,7 +8,8 @@ written against :class:`~convostore.Sessions` exercises the async layer unchange
 
 Two things pass through to the sync objects, on purpose:
 
-- private attributes: tests poke the engine through them, not the API;
+- private attributes, so the adapter never hides what the sync object has (tests look at
+  storage through ``store.core`` and ``_storage.py``, which the async store also offers);
 - calls made on one of the store's worker threads, i.e. from a plain change listener: the sync
   API runs those on the writing thread, and waiting for the worker from the worker would hang.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -11,7 +12,7 @@ def text(id: str, body: str, role: str = "user") -> dict[str, Any]:
     return {"id": id, "role": role, "parts": [{"type": "text", "text": body}]}
 
 
-def ids(messages: list[dict[str, Any]]) -> list[str]:
+def ids(messages: Iterable[dict[str, Any]]) -> list[str]:
     """The ids of ``messages``, in order."""
     return [m["id"] for m in messages]
 

@@ -7,6 +7,9 @@
 - ``store``: ``open_store()`` with default options.
 - ``@pytest.mark.requires("capability")``: skips a test the backend cannot run, by capability,
   never by backend name (see ``CAPABILITIES``).
+
+Tests speak through the public API; the few that must look at storage underneath (stored
+rows, raw SQL in a scope, a pool, a connection) do it through ``_storage.py`` only.
 """
 
 from __future__ import annotations
@@ -24,12 +27,47 @@ from convostore import Sessions
 
 PG_URL = os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
 
-# What each backend can do beyond the common API; tests ask by capability.
-CAPABILITIES: dict[str, set[str]] = {
-    "sqlite-file": {"shared_across_processes", "reopen", "sqlite"},
-    "sqlite-memory": set(),
-    "postgres": {"shared_across_processes", "reopen", "postgres"},
+# What each backend can do beyond the common API. Tests ask by capability, never by backend
+# name (STYLE §7): ``@pytest.mark.requires("schemas")`` skips where the backend lacks it.
+#
+# - shared_across_processes: several processes (and stores) may open the database at once.
+# - reopen: the database outlives the store: a store opened on it again (or a plain driver
+#   connection of the test's own) sees what the last one wrote. Not ``:memory:``.
+# - dynamic_column_types: a column keeps a value of any type (SQLite's manifest typing), as the
+#   reference system relied on for its dates (``'someday'`` in a DATETIME column).
+# - connection_pool: the store draws connections from a pool: its own (``pool_size=``), which
+#   it closes, or the user's (``pool=``), which it leaves open.
+# - schemas: a store lives in a named schema (``schema=``); one database holds many stores.
+# - schema_file: the engine ships its DDL as a file an administrator runs, so that a role
+#   without rights to create tables can use the store.
+# - url_password: the URL carries a login whose password must never show.
+# - advisory_locks: writers serialise on server-side advisory locks that another connection
+#   (the test's own) can hold.
+# - search_table_probe: write scopes ask whether the search table exists until a scope of the
+#   store has seen it.
+# - postgresql_dialect: the database speaks PostgreSQL's SQL; for tests whose own SQL or
+#   driver checks are PostgreSQL's (catalogs, pg_locks, psycopg's error classes).
+#
+# Names an engine declares itself (``store.capabilities``, see ``ENGINE_DECLARED``) are checked
+# against this table each time a test opens a store, so the table cannot drift from the engines.
+CAPABILITIES: dict[str, frozenset[str]] = {
+    "sqlite-file": frozenset({"shared_across_processes", "reopen", "dynamic_column_types"}),
+    "sqlite-memory": frozenset({"dynamic_column_types"}),
+    "postgres": frozenset({
+        "shared_across_processes", "reopen", "connection_pool", "schemas", "schema_file",
+        "url_password", "advisory_locks", "search_table_probe", "postgresql_dialect",
+    }),
 }
+
+# Capability names the engines declare through ``Sessions.capabilities`` today. An engine that
+# declares more names this table knows is checked on those too (see ``_check_declared``).
+ENGINE_DECLARED = frozenset({"shared_across_processes"})
+
+# The SQL dialect of each backend's database, for the few tests that must write tables of
+# their own in it (test_legacy.py creates the reference system's tables): they read
+# ``BackendSpec.dialect`` and pick their DDL by it. Which tests run is still decided by
+# capability only; the dialect picks what a test writes, never whether it runs.
+DIALECTS = {"sqlite-file": "sqlite", "sqlite-memory": "sqlite", "postgres": "postgresql"}
 
 
 @dataclass
@@ -39,6 +77,31 @@ class BackendSpec:
     name: str
     url: str
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the backend can do beyond the common API (see ``CAPABILITIES``)."""
+        return CAPABILITIES[self.name]
+
+    @property
+    def dialect(self) -> str:
+        """The SQL dialect of the database: ``"sqlite"`` or ``"postgresql"``."""
+        return DIALECTS[self.name]
+
+
+def _check_declared(spec: BackendSpec, declared: frozenset[str]) -> None:
+    """Fail when the table and the engine disagree on a capability the engine declares.
+
+    Compared: the names in ``ENGINE_DECLARED``, and any other name the engine declares that
+    the table knows (an engine declaring more is checked on it without a change here).
+    """
+    known = frozenset().union(*CAPABILITIES.values()) | ENGINE_DECLARED
+    compared = (ENGINE_DECLARED | declared) & known
+    table = spec.capabilities & compared
+    assert declared & compared == table, (
+        f"conftest.CAPABILITIES[{spec.name!r}] says {sorted(table)}, the engine declares "
+        f"{sorted(declared & compared)}"
+    )
 
 
 def _drop_schema(schema: str) -> None:
@@ -52,11 +115,11 @@ def _drop_schema(schema: str) -> None:
 @pytest.fixture(params=["sqlite-file", "sqlite-memory", "postgres"])
 def backend_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendSpec]:
     name = request.param
-    marker = request.node.get_closest_marker("requires")
-    if marker is not None:
-        missing = [c for c in marker.args if c not in CAPABILITIES[name]]
-        if missing:
-            pytest.skip(f"backend lacks {', '.join(missing)}")
+    # every ``requires`` mark counts: a module's ``pytestmark`` and the test's own
+    needed = [c for marker in request.node.iter_markers("requires") for c in marker.args]
+    missing = sorted({c for c in needed if c not in CAPABILITIES[name]})
+    if missing:
+        pytest.skip(f"backend lacks {', '.join(missing)}")
     if name == "sqlite-file":
         yield BackendSpec(name, str(tmp_path / "test.db"))
     elif name == "sqlite-memory":
@@ -98,6 +161,7 @@ def open_store(backend_spec: BackendSpec, api: str) -> Iterator[Callable[..., Se
     def opener(**options: Any) -> Sessions:
         store: Sessions = open_(backend_spec.url, **{**backend_spec.options, **options})
         opened.append(store)
+        _check_declared(backend_spec, store.capabilities)
         return store
 
     yield opener

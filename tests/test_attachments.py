@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from _helpers import ids, text
+from _storage import count_rows, stored_row
 
 from convostore import ChangeEvent, Sessions
 from convostore.codec import POINTER_PREFIX
@@ -36,24 +37,12 @@ def image(id: str, data: bytes, media_type: str = "image/png") -> dict[str, Any]
     }
 
 
-def stored_row(store: Sessions, session_id: str, id: str) -> str:
-    with store.core.backend.read() as ops:
-        meta = ops.row_meta(session_id, id)
-        assert meta is not None
-        rows = ops.content_rows_by_seq(session_id, [meta.seq])
-    return rows[0].content
-
-
 def refs(store: Sessions) -> int:
-    with store.core.backend.read() as ops:
-        row = ops._one("SELECT count(*) FROM convostore_attachment_refs")  # type: ignore[attr-defined]
-    return int(row[0])
+    return count_rows(store, "convostore_attachment_refs")
 
 
 def payload_chunks(store: Sessions) -> int:
-    with store.core.backend.read() as ops:
-        row = ops._one("SELECT count(*) FROM convostore_attachment_chunks")  # type: ignore[attr-defined]
-    return int(row[0])
+    return count_rows(store, "convostore_attachment_chunks")
 
 
 def test_stores_media_outside_the_row_and_reads_it_back_verbatim(store: Sessions) -> None:

@@ -222,10 +222,9 @@ def test_token_estimate_uses_stamps_and_summaries(store: Sessions) -> None:
     )
 
 
+@pytest.mark.requires("shared_across_processes")  # two stores on one database at once
 def test_estimate_sees_another_stores_writes(open_store: Callable[..., Sessions]) -> None:
     a = open_store()
-    if "reopen" not in a.capabilities and "shared_across_processes" not in a.capabilities:
-        pytest.skip("backend cannot be opened twice")
     b = open_store()
     sa, sb = a.session(), b.session()
     sa.append_message(text("m1", "short"))

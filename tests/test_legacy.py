@@ -2,7 +2,9 @@
 
 The fixtures create the legacy tables exactly as behaviour.md §1.4 (and §1.3 for the chat table)
 gives them, in the database the test's store then opens: the SQLite file, or the test's own
-PostgreSQL schema. The engine's DDL is picked by capability (``sqlite`` / ``postgres``).
+PostgreSQL schema. Which tests run is decided by capability; the DDL each writes is picked by
+the database's SQL dialect (``spec.dialect``: ``sqlite`` or ``postgresql``), since these tables
+must be the reference system's own, column types and all, in each dialect.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 
 import pytest
 from _helpers import ids, text
-from conftest import CAPABILITIES, PG_URL, BackendSpec
+from _storage import seqs
+from conftest import PG_URL, BackendSpec
 
 from convostore import Sessions, StoredCompaction
 from convostore._legacy import CHAT_WINDOW_BYTES, to_v5, windows
@@ -87,10 +90,12 @@ POSTGRES_DDL = [
     )""",
 ]
 
+V017_DDL = {"sqlite": SQLITE_DDL, "postgresql": POSTGRES_DDL}  # by SQL dialect
+
 CHAT_DDL = {  # §1.3: AIChatAgent's table (a TIMESTAMPTZ where PostgreSQL has no DATETIME)
     "sqlite": "CREATE TABLE cf_ai_chat_agent_messages (id TEXT PRIMARY KEY, "
               "message TEXT NOT NULL, created_at DATETIME DEFAULT CURRENT_TIMESTAMP)",
-    "postgres": "CREATE TABLE cf_ai_chat_agent_messages (id TEXT PRIMARY KEY, "
+    "postgresql": "CREATE TABLE cf_ai_chat_agent_messages (id TEXT PRIMARY KEY, "
                 "message TEXT NOT NULL, created_at TIMESTAMPTZ DEFAULT NOW())",
 }
 
@@ -100,38 +105,41 @@ T_0301 = T_0300 + 60_000
 
 
 class LegacyDb:
-    """SQL against the database the test's store opens, through the engine's own driver."""
+    """SQL against the database the test's store opens, through the dialect's own driver.
+
+    ``dialect`` (the database's SQL dialect, see ``conftest.DIALECTS``) picks the driver, the
+    placeholders and the DDL; it never decides whether a test runs (capabilities do).
+    """
 
     def __init__(self, spec: BackendSpec) -> None:
-        caps = CAPABILITIES[spec.name]
-        self.engine = "sqlite" if "sqlite" in caps else "postgres"
-        self._conn: Any
-        if self.engine == "sqlite":
-            self._conn = sqlite3.connect(spec.url, isolation_level=None)
+        self.dialect = spec.dialect
+        self.conn: Any
+        if self.dialect == "sqlite":
+            self.conn = sqlite3.connect(spec.url, isolation_level=None)
         else:
             import psycopg
 
             assert PG_URL is not None
             self.schema = spec.options["schema"]
-            self._conn = psycopg.connect(PG_URL, autocommit=True)
-            self._conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            self._conn.execute(f'SET search_path TO "{self.schema}"')
-            self._conn.execute("SET TIME ZONE 'UTC'")  # v0.17 wrote UTC wall-clock times
+            self.conn = psycopg.connect(PG_URL, autocommit=True)
+            self.conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            self.conn.execute(f'SET search_path TO "{self.schema}"')
+            self.conn.execute("SET TIME ZONE 'UTC'")  # v0.17 wrote UTC wall-clock times
 
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        if self.engine == "postgres":
+        if self.dialect == "postgresql":
             sql = sql.replace("?", "%s")
-        cur = self._conn.execute(sql, params)
+        cur = self.conn.execute(sql, params)
         return list(cur.fetchall()) if cur.description else []
 
     def create_v017_tables(self) -> set[str]:
-        """The v0.17 tables of this engine; returns their names."""
-        for statement in SQLITE_DDL if self.engine == "sqlite" else POSTGRES_DDL:
+        """The v0.17 tables of this dialect; returns their names."""
+        for statement in V017_DDL[self.dialect]:
             self.run(statement)
         return self.tables()
 
     def tables(self) -> set[str]:
-        if self.engine == "sqlite":
+        if self.dialect == "sqlite":
             rows = self.run("SELECT name FROM sqlite_master WHERE type = 'table'")
         else:
             rows = self.run(
@@ -161,7 +169,7 @@ class LegacyDb:
         )
 
     def close(self) -> None:
-        self._conn.close()
+        self.conn.close()
 
 
 @pytest.fixture
@@ -191,11 +199,6 @@ def seed_branches(db: LegacyDb) -> None:
     db.message("m2", "", "m1", "assistant", "first answer", "2026-01-02 03:01:00")
     db.message("m3", "", "m1", "assistant", "second answer", "2026-01-02 03:01:00")
     db.compaction("c1", "", SUMMARY, "m1", "m2", "2026-01-02 03:05:00")
-
-
-def seqs(store: Sessions, session_id: str, names: list[str]) -> dict[str, int]:
-    with store.core.backend.read() as ops:
-        return dict(ops.seqs_of(session_id, names))
 
 
 # --- §11.3 ------------------------------------------------------------------------------------
@@ -326,7 +329,7 @@ def test_lifts_many_sessions_after_rows_already_there(
     assert ids(store.session("b").get_history(leaf_id="bx")) == ["bx"]
 
 
-@pytest.mark.requires("sqlite")
+@pytest.mark.requires("reopen", "dynamic_column_types")
 def test_an_unparsable_legacy_date_becomes_zero(
     legacy: LegacyDb, reopen: Callable[[], Sessions]
 ) -> None:
@@ -390,7 +393,7 @@ def chat_row(db: LegacyDb, id: str, message: Any, created_at: Any = None) -> Non
 def test_lifts_v4_and_v5_rows_into_one_linear_session_and_drops_the_table(
     legacy: LegacyDb, reopen: Callable[[], Sessions]
 ) -> None:
-    legacy.run(CHAT_DDL[legacy.engine])
+    legacy.run(CHAT_DDL[legacy.dialect])
     chat_row(legacy, "legacy-v4", {"id": "legacy-v4", "role": "user", "content": "hello v4"})
     chat_row(legacy, "legacy-v5", {"id": "legacy-v5", "role": "assistant",
                                    "parts": [{"type": "text", "text": "hello v5"}]})
@@ -407,7 +410,7 @@ def test_lifts_v4_and_v5_rows_into_one_linear_session_and_drops_the_table(
 def test_chat_rows_keep_their_order_and_times_across_windows(
     legacy: LegacyDb, reopen: Callable[[], Sessions]
 ) -> None:
-    legacy.run(CHAT_DDL[legacy.engine])
+    legacy.run(CHAT_DDL[legacy.dialect])
     for i in range(60):
         chat_row(legacy, f"r{i:02d}", text(f"r{i:02d}", f"message {i}"),
                  f"2026-01-02 03:{i // 2:02d}:00")
@@ -420,7 +423,7 @@ def test_chat_rows_keep_their_order_and_times_across_windows(
 def test_invalid_chat_rows_are_skipped_and_the_table_kept_for_a_retry(
     legacy: LegacyDb, reopen: Callable[[], Sessions], caplog: pytest.LogCaptureFixture
 ) -> None:
-    legacy.run(CHAT_DDL[legacy.engine])
+    legacy.run(CHAT_DDL[legacy.dialect])
     chat_row(legacy, "a", text("a", "first"), "2026-01-02 03:00:00")
     chat_row(legacy, "b", "{not json", "2026-01-02 03:00:01")
     chat_row(legacy, "c", {"id": "c", "parts": []}, "2026-01-02 03:00:02")  # no role
@@ -443,11 +446,11 @@ def test_invalid_chat_rows_are_skipped_and_the_table_kept_for_a_retry(
     assert "cf_ai_chat_agent_messages" not in legacy.tables()
 
 
-@pytest.mark.requires("sqlite")
+@pytest.mark.requires("reopen", "dynamic_column_types")
 def test_chat_created_at_numbers_dates_and_a_counter(
     legacy: LegacyDb, reopen: Callable[[], Sessions]
 ) -> None:
-    legacy.run(CHAT_DDL["sqlite"])
+    legacy.run(CHAT_DDL[legacy.dialect])
     chat_row(legacy, "n", text("n", "numeric"), 1000)
     chat_row(legacy, "g", text("g", "garbage"), "yesterday-ish")
     chat_row(legacy, "i", text("i", "iso"), "2026-01-02T03:00:00.250Z")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from _blocking import _Blocking, _wait
 from _helpers import ids, text
+from _storage import has_registry
 
 import convostore._manager as manager_impl
 import convostore.manager as manager_module
@@ -50,11 +51,6 @@ def tick() -> None:
     time.sleep(0.003)
 
 
-def registry_exists(store: Any) -> bool:
-    with store.core.backend.read() as ops:
-        return bool(ops.registry_exists())
-
-
 def session_ids(infos: list[SessionInfo]) -> list[str]:
     return [i.id for i in infos]
 
@@ -65,11 +61,11 @@ def session_ids(infos: list[SessionInfo]) -> list[str]:
 def test_a_plain_store_never_creates_the_registry(store: Any) -> None:
     store.session("s").append_message(text("m1", "hi"))
     store.search("hi")
-    plain = SessionManager(store if isinstance(store, Sessions) else store._sync)
+    plain = SessionManager(store if isinstance(store, Sessions) else store.sync)
     assert plain.list() == [] and plain.get("s") is None
     with pytest.raises(UnknownSession):
         plain.append("s", text("m2", "x"))
-    assert not registry_exists(store)
+    assert not has_registry(store)
 
 
 def test_create_and_get_session(manager: Any, store: Any) -> None:
@@ -86,7 +82,7 @@ def test_create_and_get_session(manager: Any, store: Any) -> None:
     assert manager.get("nope") is None
     plain = manager.create("Plain")
     assert (plain.parent_session_id, plain.model, plain.source) == (None, None, None)
-    assert registry_exists(store)
+    assert has_registry(store)
 
 
 def test_list_sessions_most_recently_updated_first_in_pages(manager: Any) -> None:
@@ -547,7 +543,7 @@ def test_async_manager_returns_async_handles() -> None:
             with pytest.raises(TypeError):
                 SessionManager(store)  # type: ignore[arg-type]
             with pytest.raises(TypeError):
-                AsyncSessionManager(store._sync)  # type: ignore[arg-type]
+                AsyncSessionManager(store.sync)  # type: ignore[arg-type]
 
     asyncio.run(main())
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from _helpers import ids, text
+from _storage import execute, fetch_one, reading, writing
 
 import convostore
 from convostore import (
@@ -82,12 +83,12 @@ def test_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_durability_modes(tmp_path: Path) -> None:
     for mode in ("normal", "full"):
-        with Sessions.open(str(tmp_path / f"{mode}.db"), durability=mode) as store:  # type: ignore[arg-type]
+        with Sessions.open(str(tmp_path / f"{mode}.db"), durability=mode) as store:
             store.session().append_message(text("a", "x"))
-            with store.core.backend.read() as ops:
-                sync = ops._one("PRAGMA synchronous")  # type: ignore[attr-defined]
-                journal = ops._one("PRAGMA journal_mode")  # type: ignore[attr-defined]
-                interval = ops._one("PRAGMA wal_autocheckpoint")  # type: ignore[attr-defined]
+            with reading(store) as ops:
+                sync = fetch_one(ops, "PRAGMA synchronous")
+                journal = fetch_one(ops, "PRAGMA journal_mode")
+                interval = fetch_one(ops, "PRAGMA wal_autocheckpoint")
             assert sync == ((1,) if mode == "normal" else (2,))
             assert journal == ("wal",)
             assert interval == (WAL_AUTOCHECKPOINT_PAGES,)
@@ -155,15 +156,15 @@ def test_a_failed_write_rolls_back_and_frees_the_store(tmp_path: Path) -> None:
 
     store = Sessions.open(str(tmp_path / "c.db"))
     s = store.session()
-    backend = store.core.backend  # type: ignore[attr-defined]
-    with pytest.raises(RuntimeError), backend.write("") as ops:
-        ops._run(  # a row goes in, then the body fails
+    with pytest.raises(RuntimeError), writing(store, "") as ops:
+        execute(  # a row goes in, then the body fails
+            ops,
             "INSERT INTO convostore_messages (session_id, id, seq, role, created_at, "
             "content) VALUES ('', 'ghost', 1, 'user', 1, '{}')"
         )
         raise RuntimeError("boom")
-    with pytest.raises(BackendError), backend.write("") as ops:
-        ops._run("INSERT INTO no_such_table VALUES (1)")
+    with pytest.raises(BackendError), writing(store, "") as ops:
+        execute(ops, "INSERT INTO no_such_table VALUES (1)")
     assert s.get_message("ghost") is None
     done: list[bool] = []
     # daemon: if the lock were still held the join times out and the test fails, not hangs

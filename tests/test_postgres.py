@@ -15,6 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from _helpers import ids, text
+from _storage import (
+    backend,
+    connection_pool,
+    execute,
+    fetch_one,
+    reading,
+    search_probe_sent,
+    search_table_known,
+    store_lock_key,
+    writing,
+)
 from conftest import PG_URL, _drop_schema
 
 from convostore import (
@@ -30,7 +41,10 @@ from convostore.manager import SessionManager
 if TYPE_CHECKING:
     from conftest import BackendSpec
 
-pytestmark = pytest.mark.requires("postgres")
+# Every test here speaks PostgreSQL to the server: through a psycopg connection of its own
+# (catalogs, schemas, roles), or by checking psycopg's errors and tsvector's limits. Each also
+# names the capability it exercises; the conftest's ``requires`` counts both marks.
+pytestmark = pytest.mark.requires("postgresql_dialect")
 
 
 def _admin() -> Any:
@@ -86,6 +100,7 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
 # --- pools ----------------------------------------------------------------------------------
 
 
+@pytest.mark.requires("connection_pool", "schemas")
 def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
     from psycopg.pq import TransactionStatus
     from psycopg_pool import ConnectionPool
@@ -119,15 +134,17 @@ def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
         pool.close()
 
 
+@pytest.mark.requires("connection_pool")
 def test_the_store_closes_the_pool_it_created(spec: BackendSpec) -> None:
     store = Sessions.open(spec.url, **spec.options)
     store.session().append_message(text("a", "x"))
-    pool = store.core.backend._pool  # type: ignore[attr-defined]
+    pool = connection_pool(store)
     store.close()
     assert pool.closed
     store.close()  # idempotent
 
 
+@pytest.mark.requires("url_password")
 def test_a_url_password_never_shows(spec: BackendSpec) -> None:
     assert PG_URL is not None and PG_URL.startswith("postgresql://")
     rest = PG_URL[len("postgresql://") :]
@@ -135,7 +152,7 @@ def test_a_url_password_never_shows(spec: BackendSpec) -> None:
     url = f"postgresql://{user}:s3cret-pw@{host}"  # trust auth ignores the password
     with Sessions.open(url, **spec.options) as store:
         assert "s3cret-pw" not in repr(store)
-        assert "s3cret-pw" not in store.core.backend.url
+        assert "s3cret-pw" not in backend(store).url
 
 
 def test_an_unreachable_server_is_a_backend_error() -> None:
@@ -148,6 +165,7 @@ def test_an_unreachable_server_is_a_backend_error() -> None:
 # --- schemas --------------------------------------------------------------------------------
 
 
+@pytest.mark.requires("schemas")
 def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list[str]) -> None:
     public = _tables("public")
     other = _fresh_schema()
@@ -167,6 +185,7 @@ def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list
     assert _tables("public") <= public  # nothing created outside the stores' schemas
 
 
+@pytest.mark.requires("schemas")
 def test_an_awkward_schema_name_is_quoted(spec: BackendSpec, schemas: list[str]) -> None:
     odd = f"Odd Schema-{uuid.uuid4().hex[:6]}'%?"
     schemas.append(odd)
@@ -196,6 +215,7 @@ def _open_and_write(url: str, schema: str, worker: int, start: Any, out: Any) ->
         out.put((worker, repr(exc)))
 
 
+@pytest.mark.requires("schemas", "shared_across_processes")
 def test_processes_opening_a_new_schema_at_once_migrate_it_once(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -222,6 +242,7 @@ def test_processes_opening_a_new_schema_at_once_migrate_it_once(
         assert [x.session_id for x in store.list_sessions()] == [f"w{w}" for w in range(6)]
 
 
+@pytest.mark.requires("schemas", "reopen")
 def test_reopening_is_idempotent_and_a_newer_schema_is_refused(spec: BackendSpec) -> None:
     schema = spec.options["schema"]
     for _ in range(2):
@@ -239,6 +260,7 @@ def test_reopening_is_idempotent_and_a_newer_schema_is_refused(spec: BackendSpec
     assert (info.value.found, info.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
 
 
+@pytest.mark.requires("schemas")
 def test_a_version_2_schema_migrates_and_its_rows_still_branch(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -307,6 +329,7 @@ def _run_schema_file(schema: str) -> None:
         conn.execute(SCHEMA_FILE.read_text(encoding="utf-8"))
 
 
+@pytest.mark.requires("schema_file", "schemas")
 def test_the_schema_file_builds_what_the_migrations_build(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -323,6 +346,7 @@ def test_the_schema_file_builds_what_the_migrations_build(
     assert migrated["lexemes"] == ("'cat':2 'dog':4 'or':3 'run':6 'the':1 'were':5",)
 
 
+@pytest.mark.requires("schema_file", "schemas")
 def test_a_role_without_create_rights_works_on_the_schema_file(
     spec: BackendSpec, schemas: list[str]
 ) -> None:
@@ -358,9 +382,9 @@ def test_a_role_without_create_rights_works_on_the_schema_file(
             assert ids(s.get_history()) == ["a"]
             assert store.storage_stats().attachments == 0
             manager = SessionManager(store)
-            info = manager.create("managed")
-            manager.append(info.id, text("m", "registered"))
-            assert [i.id for i in manager.list()] == [info.id]
+            managed = manager.create("managed")
+            manager.append(managed.id, text("m", "registered"))
+            assert [i.id for i in manager.list()] == [managed.id]
     finally:
         with _admin() as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -371,6 +395,7 @@ def test_a_role_without_create_rights_works_on_the_schema_file(
 # --- catalog questions inside a write scope -------------------------------------------------
 
 
+@pytest.mark.requires("advisory_locks", "connection_pool", "search_table_probe")
 def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
     spec: BackendSpec,
 ) -> None:
@@ -383,31 +408,32 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
 
     schema = spec.options["schema"]
     with Sessions.open(spec.url, schema=schema, pool_size=1) as store:
-        backend: Any = store.core.backend
         # With the search table known, a write scope sends no catalog query of its own before
         # ours (scanning pg_class would refresh the caches by locking it).
         store.search("anything")
-        assert backend._fts_seen
+        assert search_table_known(store)
         with _admin() as conn:
             conn.execute(f'CREATE TABLE "{schema}".{LEGACY_MESSAGES} (id TEXT)')
-        with backend.read() as ops:  # the pool's one connection caches the table
+        with reading(store) as ops:  # the pool's one connection caches the table
             assert ops.legacy.existing(ops, [LEGACY_MESSAGES]) == {LEGACY_MESSAGES}
-            pid = ops._one("SELECT pg_backend_pid()")[0]
+            row = fetch_one(ops, "SELECT pg_backend_pid()")
+            assert row is not None
+            pid = row[0]
         seen: list[set[str]] = []
 
         def writer() -> None:
-            with backend.write("s") as ops:  # waits for the store key held below
+            with writing(store, "s") as ops:  # waits for the store key held below
                 seen.append(ops.legacy.existing(ops, [LEGACY_MESSAGES]))
 
         with _admin() as holder:
             holder.execute("BEGIN")
-            holder.execute("SELECT pg_advisory_xact_lock(%s)", (backend._store_key,))
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (store_lock_key(store),))
             thread = threading.Thread(target=writer)
             thread.start()
             deadline = time.monotonic() + 10
             while not holder.execute(
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)", (pid,)
-            ).fetchone()[0]:  # type: ignore[index]
+            ).fetchone()[0]:
                 assert time.monotonic() < deadline, "the writer never waited for the lock"
                 time.sleep(0.01)
             holder.execute(f'DROP TABLE "{schema}".{LEGACY_MESSAGES}')
@@ -416,6 +442,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
         assert seen == [set()]
 
 
+@pytest.mark.requires("search_table_probe", "reopen")
 def test_a_search_table_found_by_a_read_stops_the_probe_of_later_writes(
     spec: BackendSpec,
 ) -> None:
@@ -425,57 +452,57 @@ def test_a_search_table_found_by_a_read_stops_the_probe_of_later_writes(
         store.session().append_message(text("a", "indexed words"))
         store.search("indexed")  # creates the search table
     with Sessions.open(spec.url, **spec.options) as store:
-        backend: Any = store.core.backend
         assert [r.id for r in store.search("indexed")] == ["a"]
         s = store.session()
         s.append_message(text("b", "more"))
         s.append_message(text("c", "words"))
-        assert backend._fts_seen
-        with backend.write("") as ops:
-            assert ops._fts_probe is None and ops.fts_exists()
+        assert search_table_known(store)
+        with writing(store, "") as ops:
+            assert not search_probe_sent(ops) and ops.fts_exists()
         assert sorted(r.id for r in store.search("words")) == ["a", "c"]
 
 
 # --- the boundary: driver errors, interrupts, nesting ---------------------------------------
 
 
+@pytest.mark.requires("connection_pool")
 def test_driver_errors_are_backend_errors_and_roll_back(spec: BackendSpec) -> None:
     import psycopg
 
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
         s.append_message(text("a", "kept"))
-        backend: Any = store.core.backend
-        with pytest.raises(BackendError) as info, backend.write("") as ops:
-            ops._run("DELETE FROM convostore_messages")
-            ops._one("SELECT 1 / 0")
+        with pytest.raises(BackendError) as info, writing(store, "") as ops:
+            execute(ops, "DELETE FROM convostore_messages")
+            fetch_one(ops, "SELECT 1 / 0")
         assert isinstance(info.value.__cause__, psycopg.errors.DivisionByZero)
         assert ids(s.get_history()) == ["a"]  # the delete was rolled back
-        with pytest.raises(BackendError), backend.read() as ops:
-            ops._one("SELECT * FROM no_such_table")
+        with pytest.raises(BackendError), reading(store) as ops:
+            fetch_one(ops, "SELECT * FROM no_such_table")
         s.append_message(text("b", "the pool still works"))
         assert ids(s.get_history()) == ["a", "b"]
 
 
+@pytest.mark.requires("connection_pool")
 def test_an_interrupt_is_not_wrapped_and_rolls_back(spec: BackendSpec) -> None:
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
         s.append_message(text("a", "kept"))
-        backend: Any = store.core.backend
-        with pytest.raises(KeyboardInterrupt), backend.write("") as ops:
-            ops._run("DELETE FROM convostore_messages")
+        with pytest.raises(KeyboardInterrupt), writing(store, "") as ops:
+            execute(ops, "DELETE FROM convostore_messages")
             raise KeyboardInterrupt
         assert ids(s.get_history()) == ["a"]
         s.append_message(text("b", "after"))
         assert ids(s.get_history()) == ["a", "b"]
 
 
+@pytest.mark.requires("connection_pool")
 def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
     spec: BackendSpec,
 ) -> None:
     with Sessions.open(spec.url, **spec.options) as store:
         s = store.session()
-        with store.core.backend.write("") as ops:
+        with writing(store, "") as ops:
             assert ops.tail("") is None
             with pytest.raises(BackendError, match="already open"):
                 s.append_message(text("a", "x"))
@@ -483,6 +510,7 @@ def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
         assert ids(s.get_history()) == ["a"]
 
 
+@pytest.mark.requires("advisory_locks")
 def test_two_stores_on_one_schema_share_the_session_lock(spec: BackendSpec) -> None:
     import threading
 

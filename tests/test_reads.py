@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from _helpers import ids, text
+from _storage import execute, writing
 
 from convostore import COMPACTION_PREFIX, Sessions
 from convostore.backends._sql import SqlOps
@@ -144,9 +145,9 @@ def test_reads_a_50000_message_branch(store: Sessions) -> None:
 def test_skips_a_corrupted_row_without_dropping_others(store: Sessions) -> None:
     chain(store, 60)
     s = store.session()
-    backend = store.core.backend
-    with backend.write(None) as ops:
-        ops._run(  # type: ignore[attr-defined]
+    with writing(store, None) as ops:
+        execute(
+            ops,
             "UPDATE convostore_messages SET content = ? WHERE session_id = ? AND id = ?",
             ("{not json", "", "m30"),
         )

@@ -7,14 +7,9 @@ from typing import Any
 
 import pytest
 from _helpers import ids, text
+from _storage import has_search_table
 
 from convostore import ChangeEvent, Sessions
-
-
-def fts_tables(store: Sessions) -> bool:
-    with store.core.backend.read() as ops:
-        return ops.fts_exists()
-
 
 # --- search ---------------------------------------------------------------------------------
 
@@ -38,12 +33,12 @@ def test_an_index_built_by_another_store_is_kept_up_to_date_by_this_one(
 def test_builds_the_index_on_the_first_search_never_on_append(store: Sessions) -> None:
     s = store.session()
     s.append_message(text("m1", "the deployment failed at noon"))
-    assert not fts_tables(store)
+    assert not has_search_table(store)
     hits = s.search("deployment failed")
     assert [(h.id, h.role, h.content, h.session_id) for h in hits] == [
         ("m1", "user", "the deployment failed at noon", "")
     ]
-    assert fts_tables(store)
+    assert has_search_table(store)
 
 
 def test_maintains_the_index_once_it_exists(store: Sessions) -> None:

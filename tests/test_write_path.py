@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from _helpers import ids, text
+from _storage import single_connection
 
 from convostore import (
     ChangeEvent,
@@ -237,7 +238,7 @@ def test_child_lookups_search_indexes_never_scan_the_session(tmp_path: Any) -> N
     for i in range(30):
         s.append_message(text(f"m{i}", "x"))
     s.append_message(text("fork", "x"), parent_id="m3")
-    conn = store.core.backend._conn  # type: ignore[attr-defined]
+    conn = single_connection(store)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     s.get_branches("m3")

@@ -1,0 +1,132 @@
+"""Storage seen from underneath: the one place where tests look past the public API.
+
+Almost every test speaks through :class:`~convostore.Sessions` and its sessions. A few must check
+what the API cannot show, because it is the point of the test: that media left the message row
+(the stored JSON), how many attachment rows exist, the PRAGMAs a SQLite store set, that a failed
+write scope rolls back, which statements a read sends, that the store closes the pool it made,
+that the search-table probe stops once the table is known. Those tests reach storage only
+through the small functions below.
+
+Each function goes through the documented ``store.core.backend`` (see
+:class:`convostore._core.StoreCore` and the ``Backend``/``Ops`` protocols in
+``convostore.backends.base``). Where the engines offer nothing public (raw SQL inside a scope,
+a pool, a connection, the search-table flags), the private attribute is named here and nowhere
+else in the suite, so a change of the engines' insides is one edit in this file. Nothing here
+mocks the database: every function reads or writes the real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from convostore import Sessions
+from convostore.backends.base import Backend, Ops
+
+
+def backend(store: Sessions) -> Backend:
+    """The store's backend (``store.core.backend``), for the functions below."""
+    return store.core.backend
+
+
+# --- scopes and raw SQL -------------------------------------------------------------------
+
+
+def reading(store: Sessions) -> AbstractContextManager[Ops]:
+    """A read scope on the store's database: the ``Ops`` the store's own reads use."""
+    return backend(store).read()
+
+
+def writing(store: Sessions, session_id: str | None = "") -> AbstractContextManager[Ops]:
+    """A write scope (one transaction) serialised with writers of ``session_id`` (all if None)."""
+    return backend(store).write(session_id)
+
+
+def execute(ops: Ops, sql: str, params: Sequence[Any] = ()) -> Any:
+    """Run raw SQL (``?`` placeholders, any engine) inside a scope; returns the driver's cursor."""
+    raw: Any = ops  # the engines' SQL runner is private to them
+    return raw._run(sql, params)
+
+
+def fetch_one(ops: Ops, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+    """The first row of raw SQL run inside a scope (None if there is none)."""
+    raw: Any = ops
+    row: tuple[Any, ...] | None = raw._one(sql, params)
+    return row
+
+
+def query_one(store: Sessions, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+    """The first row of raw SQL, in a read scope of its own."""
+    with reading(store) as ops:
+        return fetch_one(ops, sql, params)
+
+
+def count_rows(store: Sessions, table: str) -> int:
+    """How many rows ``table`` (one of the store's tables) holds."""
+    row = query_one(store, f"SELECT count(*) FROM {table}")
+    assert row is not None
+    return int(row[0])
+
+
+# --- what the store wrote -------------------------------------------------------------------
+
+
+def stored_row(store: Sessions, session_id: str, id: str) -> str:
+    """The content column of a message's (first) row: the JSON as stored, pointers and all."""
+    with reading(store) as ops:
+        meta = ops.row_meta(session_id, id)
+        assert meta is not None, f"no row for message {id!r}"
+        rows = ops.content_rows_by_seq(session_id, [meta.seq])
+    return rows[0].content
+
+
+def seqs(store: Sessions, session_id: str, ids: list[str]) -> dict[str, int]:
+    """The stored sequence numbers (the order of writing) of messages ``ids``."""
+    with reading(store) as ops:
+        return dict(ops.seqs_of(session_id, ids))
+
+
+def has_search_table(store: Sessions) -> bool:
+    """Does the full-text search table exist (it is built by the first search)?"""
+    with reading(store) as ops:
+        return ops.fts_exists()
+
+
+def has_registry(store: Sessions) -> bool:
+    """Does the session manager's registry table exist?"""
+    with reading(store) as ops:
+        return bool(ops.registry_exists())
+
+
+# --- the engines' own machinery (private to them: named here only) --------------------------
+
+
+def connection_pool(store: Sessions) -> Any:
+    """The connection pool a pooled engine draws from (the one it made, or the user's)."""
+    raw: Any = backend(store)
+    return raw._pool
+
+
+def single_connection(store: Sessions) -> Any:
+    """The DB-API connection of an engine that keeps one connection for the store."""
+    raw: Any = backend(store)
+    return raw._conn
+
+
+def search_table_known(store: Sessions) -> bool:
+    """Has a scope seen the search table, so that write scopes stop probing for it?"""
+    raw: Any = backend(store)
+    return bool(raw._fts_seen)
+
+
+def search_probe_sent(ops: Ops) -> bool:
+    """Did this write scope send the probe that asks whether the search table exists?"""
+    raw: Any = ops
+    return raw._fts_probe is not None
+
+
+def store_lock_key(store: Sessions) -> int:
+    """The key of the advisory lock that serialises the store's writers (all sessions)."""
+    raw: Any = backend(store)
+    return int(raw._store_key)
