@@ -10,12 +10,12 @@ from __future__ import annotations
 import builtins
 import logging
 import math
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._lazy_table import LazyTable
 from ._writes import now_ms
 from .backends.base import Ops
 from .context._core import parse_arguments
@@ -118,8 +118,8 @@ class SessionManager:
                 "(use AsyncSessionManager for an AsyncSessions)"
             )
         self._store = store
-        self._ready = False  # the registry table is known to exist
-        self._lock = threading.Lock()
+        self._registry = LazyTable(store.core.backend, lambda ops: ops.registry_exists(),
+                                   lambda ops: ops.registry_create())
 
     def __repr__(self) -> str:
         return f"<SessionManager of {self._store!r}>"
@@ -133,22 +133,11 @@ class SessionManager:
 
     def _exists(self, ops: Ops) -> bool:
         """Whether the registry table exists (a catalog query until it is seen once)."""
-        if not self._ready and ops.registry_exists():
-            self._ready = True
-        return self._ready
+        return self._registry.ready(ops)
 
     def _ensure(self) -> None:
         """Create the registry table if missing (the manager's first write does)."""
-        if self._ready:
-            return
-        backend = self._store.core.backend
-        with self._lock:
-            with backend.read() as ops:
-                if self._exists(ops):
-                    return
-            with backend.write(None) as ops:
-                ops.registry_create()
-            self._ready = True
+        self._registry.ensure()
 
     def _require(self, session_id: str) -> SessionInfo:
         """The registry row of ``session_id``; :class:`UnknownSession` when there is none."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import codec
+from ._lazy_table import LazyTable
 from .backends.base import Backend, Ops
 from .model import SearchResult
 
@@ -21,28 +22,15 @@ class SearchIndex:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self._known = False
+        self._table = LazyTable(backend, lambda ops: ops.fts_exists(), _create)
 
     def ready(self, ops: Ops) -> bool:
         """Does the index exist? Once it does, it stays: asked until the answer is yes."""
-        if not self._known and ops.fts_exists():
-            self._known = True
-        return self._known
+        return self._table.ready(ops)
 
     def ensure(self) -> None:
         """Create the index and backfill every stored message, unless it exists."""
-        if self._known:
-            return
-        with self._backend.read() as ops:
-            if self.ready(ops):
-                return
-        with self._backend.write(None) as ops:
-            if ops.fts_exists():
-                self._known = True
-                return
-            ops.fts_create()
-            backfill(ops)
-        self._known = True
+        self._table.ensure()
 
     def search(self, query: str, *, limit: int, session_id: str | None) -> list[SearchResult]:
         """Best hits for ``query`` in one session, or across sessions when ``session_id`` is
@@ -57,6 +45,11 @@ class SearchIndex:
         with self._backend.read() as ops:
             hits = ops.fts_search(query, session_id, limit, session_id is None)
         return [SearchResult(h.id, h.role, h.content, h.created_at, h.session_id) for h in hits]
+
+
+def _create(ops: Ops) -> None:
+    ops.fts_create()
+    backfill(ops)
 
 
 def backfill(ops: Ops) -> None:
