@@ -88,7 +88,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--autocheckpoint", type=int, metavar="PAGES",
                     help="the store's wal_autocheckpoint (default: the store's own, "
-                    "convostore.backends.sqlite.WAL_AUTOCHECKPOINT_PAGES)")
+                    "convostore.backends._sqlite_backend.WAL_AUTOCHECKPOINT_PAGES)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="convostore-breakdown-") as tmp:
@@ -100,7 +100,7 @@ def main() -> int:
         n, repeats = args.appends, args.repeats
         spent: dict[str, dict[str, float]] = {"raw": {}, "raw + index": {}, "convostore": {}}
         store = Sessions.open(path, durability=args.durability)  # type: ignore[arg-type]
-        backend: Any = store._backend  # the diagnostic reaches into the engine on purpose
+        backend: Any = store.core.backend  # the diagnostic reaches into the engine on purpose
         if args.autocheckpoint is not None:
             backend._conn.execute(f"PRAGMA wal_autocheckpoint = {int(args.autocheckpoint)}")
         backend._conn = backend._ops._conn = TimedConnection(backend._conn, spent["convostore"])

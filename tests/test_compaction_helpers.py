@@ -280,6 +280,18 @@ def test_prompt_tool_names_and_empty_values() -> None:
     assert block in prompt
 
 
+def test_prompt_names_a_tool_by_its_tool_name_field_first() -> None:
+    # the stubs sanitize_tool_pairs writes are typed tool-result and carry the real name
+    parts = [
+        {"type": "tool-result", "toolCallId": "a", "toolName": "search", "output": "x"},
+        {"type": "tool-weather", "toolCallId": "b", "toolName": "", "output": "y"},
+        {"type": "tool-", "toolCallId": "c", "output": "z"},
+    ]
+    prompt = build_summary_prompt([{"id": "m", "role": "assistant", "parts": parts}], None, 100)
+    assert '[Tool: search]\nOutput: "x"\n[Tool: weather]\nOutput: "y"\n' in prompt
+    assert '[Tool: unknown]\nOutput: "z"' in prompt
+
+
 def test_prompt_cuts_tool_json_to_500_characters() -> None:
     part = {
         "type": "tool-read",

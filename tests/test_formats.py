@@ -368,6 +368,16 @@ def test_chat_tool_calls_pair_with_results_by_call_id() -> None:
     assert turn["parts"][4] == {"type": "text", "text": "15°C and cloudy at noon."}
 
 
+def test_a_typed_tool_part_is_named_by_its_type_as_the_ai_sdk_does() -> None:
+    part = {"type": "tool-get_weather", "toolCallId": "c1", "toolName": "other",
+            "state": "input-available", "input": {"city": "Paris"}}
+    chat = to_openai_chat([{"id": "a", "role": "assistant", "parts": [part]}])
+    assert chat[0]["tool_calls"][0]["function"]["name"] == "get_weather"
+    dynamic = {**part, "type": "dynamic-tool", "toolName": "lookup"}
+    chat = to_openai_chat([{"id": "a", "role": "assistant", "parts": [dynamic]}])
+    assert chat[0]["tool_calls"][0]["function"]["name"] == "lookup"
+
+
 def test_responses_pairing_and_reasoning_kept_verbatim() -> None:
     ui = from_openai_responses([RESP_EASY_USER, RESP_REASONING, RESP_CALL_1, RESP_CALL_2,
                                 RESP_OUT_1, RESP_OUT_2, RESP_ASSISTANT])

@@ -21,7 +21,7 @@ from convostore import (
     StoreClosed,
 )
 from convostore.backends._schema import SCHEMA_VERSION
-from convostore.backends.sqlite import WAL_AUTOCHECKPOINT_PAGES
+from convostore.backends._sqlite_backend import WAL_AUTOCHECKPOINT_PAGES
 
 
 def test_public_names_are_listed_once_and_documented() -> None:
@@ -182,3 +182,29 @@ def test_errors_pickle() -> None:
     for exc in (InvalidMessage("parts[0]", "bad"), SchemaTooNew(3, 2), InvalidURL("x")):
         again = pickle.loads(pickle.dumps(exc))
         assert type(again) is type(exc) and str(again) == str(exc)
+
+
+def test_settings_changed_after_open_apply_to_later_writes() -> None:
+    with Sessions.open(":memory:") as store:
+        store.token_counter = lambda text: 1000
+        store.reserved_metadata_keys = ["channel"]
+        s = store.session()
+        s.append_message(text("a", "hi"))
+        assert s.get_history_row_stats()[0].token_estimate > 1000
+        stored = s.append_message(
+            {"id": "b", "role": "user", "parts": [], "metadata": {"channel": 1, "k": 2}},
+            source="client",
+        ).message
+        assert stored["metadata"] == {"k": 2}
+        with pytest.raises(TypeError, match="not a string"):
+            store.reserved_metadata_keys = "channel"
+        assert store.reserved_metadata_keys == ("channel",)
+
+
+def test_import_convostore_loads_no_database_driver() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, convostore; print(sorted({'sqlite3', 'psycopg'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -232,6 +232,21 @@ def test_streams_history_in_bounded_batches(store: Sessions) -> None:
     assert [ids(b) for b in newest] == [["m4", "m3", "m2"], ["m1", "m0"]]
 
 
+def test_a_full_batch_is_handed_over_before_more_is_read(
+    store: Sessions, rows_read: list[int]
+) -> None:
+    chain(store, 200)
+    s = store.session()
+    rows_read[0] = 0
+    first = next(iter(s.history_batches(batch_size=1, newest_first=True)))
+    assert ids(first) == ["m199"]
+    assert rows_read[0] == 1  # not the next range of the newest-first walk
+    rows_read[0] = 0
+    first = next(iter(s.history_batches(batch_size=50)))
+    assert ids(first) == [f"m{i}" for i in range(50)]
+    assert rows_read[0] == 50  # one window, not the next one
+
+
 def test_batch_options_are_floored_to_one(store: Sessions) -> None:
     chain(store, 3)
     assert [len(b) for b in store.session().history_batches(batch_size=0)] == [1, 1, 1]

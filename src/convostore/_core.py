@@ -32,6 +32,13 @@ Awaiter = Callable[[Awaitable[Any]], Any]
 """Runs an awaitable that a user callback returned and gives back its result (blocking)."""
 
 
+def reserved_keys(keys: Iterable[str]) -> tuple[str, ...]:
+    """``reserved_metadata_keys`` as stored: a tuple (a lone string is refused, not split)."""
+    if isinstance(keys, str):
+        raise TypeError("reserved_metadata_keys must be a list of keys, not a string")
+    return tuple(keys)
+
+
 def run_awaitable(value: Awaitable[Any]) -> Any:
     """The sync store's :data:`Awaiter`: run the awaitable on a private event loop.
 
@@ -108,11 +115,9 @@ class StoreCore:
         reserved_metadata_keys: Iterable[str] = (),
         token_counter: TokenCounter | None = None,
     ) -> None:
-        if isinstance(reserved_metadata_keys, str):
-            raise TypeError("reserved_metadata_keys must be a list of keys, not a string")
         self.backend = backend
         """The engine: transactional read and write scopes, SQL only."""
-        self.reserved_metadata_keys: tuple[str, ...] = tuple(reserved_metadata_keys)
+        self.reserved_metadata_keys = reserved_keys(reserved_metadata_keys)
         """Metadata keys removed from ``source="client"`` writes."""
         self.token_counter = token_counter
         """A custom string token counter for row stamps and summaries, or None."""
@@ -122,8 +127,12 @@ class StoreCore:
         """The in-process change feed."""
         self.search_index = SearchIndex(backend)
         """The full-text index: readiness, lazy creation with backfill, queries."""
-        self.closed = False
-        """True once the store was closed."""
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
 
     def run_awaitable(self, value: Awaitable[Any]) -> Any:
         """Run an awaitable a user callback returned, with the store's :attr:`awaiter`."""
@@ -135,5 +144,5 @@ class StoreCore:
 
     def close(self) -> None:
         """Mark the store closed and close the backend's connections."""
-        self.closed = True
+        self._closed = True
         self.backend.close()

@@ -115,21 +115,24 @@ def make_data_url(media_type: str, payload: str) -> str:
 # --- tool parts and message parts -------------------------------------------------------------
 
 
-def tool_name(part: Mapping[str, Any]) -> str | None:
+def tool_name(part: Mapping[str, Any], *, field_first: bool = False) -> str | None:
     """The name of the tool a part calls, or None when the part names none.
 
-    The ``toolName`` field when it is a string (``dynamic-tool`` parts, and the
-    ``tool-result`` stubs :func:`convostore.compaction.sanitize_tool_pairs` writes), else what
-    follows ``tool-`` in a ``tool-<name>`` type. The name may be empty; callers that show a
-    name pick their own placeholder for None (``tool_name(p) or "unknown"``).
+    As the AI SDK reads it: what follows ``tool-`` in a ``tool-<name>`` type (possibly empty),
+    else the ``toolName`` field when it is a string (``dynamic-tool`` parts). Callers that show
+    a name pick their own placeholder for None (``tool_name(p) or "unknown"``).
+
+    :param field_first: read a non-empty ``toolName`` first, as the compaction prompt and the
+        context tools do: the ``tool-result`` stubs that
+        :func:`convostore.compaction.sanitize_tool_pairs` writes carry the real name there.
     """
     name = part.get("toolName")
-    if isinstance(name, str):
+    if field_first and isinstance(name, str) and name:
         return name
     kind = part.get("type")
     if isinstance(kind, str) and kind.startswith("tool-"):
         return kind[len("tool-") :]
-    return None
+    return name if isinstance(name, str) else None
 
 
 def parts(message: Mapping[str, Any]) -> Sequence[Any]:

@@ -59,15 +59,6 @@ class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a fro
     estimate: int
 
 
-class Inserted(NamedTuple):
-    """The outcome of :meth:`Writer.insert`."""
-
-    inserted: bool
-    """False when a message with that id already existed (nothing was written)."""
-    parent_id: str | None
-    """The parent the new row was stored under (None for a root, or when not inserted)."""
-
-
 class Rewrite(enum.Enum):
     """The outcome of :meth:`Writer.rewrite`."""
 
@@ -137,14 +128,14 @@ class Writer:
 
     def insert(
         self, prep: Prepared, parent_id: str | None | Unset, created_at: int, *, verbatim: bool
-    ) -> Inserted:
+    ) -> bool:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
-        given, unchecked); nothing is written when the id already exists."""
+        given, unchecked). False, with nothing written, when the id already exists."""
         sid, msg = self._sid, prep.message
         with self._backend.write(sid) as ops:
             exists, tail_id, max_seq = ops.append_probe(sid, msg["id"])
             if exists:
-                return Inserted(False, None)
+                return False
             seq = max_seq + 1
             parent: str | None
             if isinstance(parent_id, Unset):
@@ -171,7 +162,7 @@ class Writer:
             self._index(ops, msg, replace=False)
             if verbatim:
                 ops.bump_epoch(sid)
-            return Inserted(True, parent)
+            return True
 
     def rewrite(self, prep: Prepared) -> Rewrite:
         """Write ``prep`` over its stored row (content only: parent, order and time stay)."""

@@ -38,7 +38,6 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
-import logging
 import os
 from collections.abc import (
     AsyncIterator,
@@ -72,8 +71,6 @@ from .model import (
 from .session import Session
 from .store import Sessions
 from .tokens import TokenCounter
-
-logger = logging.getLogger("convostore")
 
 T = TypeVar("T")
 
@@ -137,7 +134,8 @@ class AsyncSessions:
             pool_size=pool_size,
             schema=schema,
         )
-        return _Opening(functools.partial(cls._open, opener, _worker_count(url, pool, pool_size)))
+        workers = worker_count(url, pool=pool, pool_size=pool_size)
+        return _Opening(functools.partial(cls._open, opener, workers))
 
     @classmethod
     async def _open(cls, opener: Callable[[], Sessions], workers: int) -> AsyncSessions:
@@ -219,13 +217,23 @@ class AsyncSessions:
 
     @property
     def reserved_metadata_keys(self) -> tuple[str, ...]:
-        """Metadata keys removed from ``source="client"`` writes."""
+        """Metadata keys removed from ``source="client"`` writes (settable, as on
+        :class:`Sessions`)."""
         return self._sync.reserved_metadata_keys
+
+    @reserved_metadata_keys.setter
+    def reserved_metadata_keys(self, keys: Iterable[str]) -> None:
+        self._sync.reserved_metadata_keys = keys
 
     @property
     def token_counter(self) -> TokenCounter | None:
-        """The custom string token counter of the store, or None."""
+        """The custom string token counter of the store, or None (settable, as on
+        :class:`Sessions`)."""
         return self._sync.token_counter
+
+    @token_counter.setter
+    def token_counter(self, counter: TokenCounter | None) -> None:
+        self._sync.token_counter = counter
 
     def session(self, session_id: str = "") -> AsyncSession:
         """The handle of one session, the same object for the same id; not awaited.
@@ -479,12 +487,6 @@ class _Opening:
     async def __aexit__(self, *exc: object) -> None:
         if self._store is not None:
             await self._store.close()
-
-
-def _worker_count(url: object, pool: object, pool_size: object) -> int:
-    """As the engine's worker model says (SQLite: one thread owns the connection; PostgreSQL:
-    one per pool connection)."""
-    return worker_count(url, pool=pool, pool_size=pool_size)
 
 
 def _on_loop(fn: CompactionFunction) -> CompactionFunction:

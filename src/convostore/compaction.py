@@ -148,7 +148,7 @@ def _render_message(message: Message) -> str:
             text = part.get("text")
             texts.append(text if isinstance(text, str) else "")
         elif is_tool_part(part):
-            lines = [f"[Tool: {_parts.tool_name(part) or 'unknown'}]"]
+            lines = [f"[Tool: {_parts.tool_name(part, field_first=True) or 'unknown'}]"]
             tool_input = part.get("input")
             if _truthy(tool_input):
                 lines.append(f"Input: {_json_text(tool_input)[:_PROMPT_JSON_CHARS]}")

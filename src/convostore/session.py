@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from . import codec
 from ._core import StoreCore
 from ._estimate import PathTotals
-from ._history import WINDOW_BYTES, History
+from ._history import NEWEST_FIRST_WINDOW, WINDOW_BYTES, WINDOW_ROWS, History
 from ._rows import hydrate
-from ._writes import Prepared, Rewrite, Writer, now_ms, stored_compaction
+from ._writes import Prepared, Rewrite, Writer, iso_ms, now_ms, stored_compaction
 from .compaction import COMPACTION_PREFIX, CompactionFunction, coerce_compact_result
 from .errors import NoCompactionFunction
 from .model import (
@@ -42,6 +42,8 @@ from .model import (
 
 if TYPE_CHECKING:
     from .store import Sessions
+
+__all__ = ["NEWEST_FIRST_WINDOW", "WINDOW_BYTES", "WINDOW_ROWS", "Session", "iso_ms", "now_ms"]
 
 logger = logging.getLogger("convostore")
 
@@ -140,9 +142,9 @@ class Session:
         if msg["id"].startswith(COMPACTION_PREFIX):
             return AppendResult(False, msg)
         prep = self._writer.prepare(msg, source)
-        outcome = self._writer.insert(prep, parent_id, now_ms(), verbatim=False)
+        inserted = self._writer.insert(prep, parent_id, now_ms(), verbatim=False)
         given_parent = None if isinstance(parent_id, Unset) else parent_id
-        if not outcome.inserted:
+        if not inserted:
             stored = self.get_message(msg["id"])
             result = AppendResult(False, stored if stored is not None else prep.message)
             self._emit(ChangeEvent("append", self.session_id, message=result.message,
@@ -209,8 +211,7 @@ class Session:
         elif isinstance(created_at, bool) or not isinstance(created_at, (int, float)):
             raise TypeError(f"created_at must be epoch milliseconds, not {created_at!r}")
         prep = self._writer.prepare(msg, "server", sanitize=False)
-        outcome = self._writer.insert(prep, parent_id, int(created_at), verbatim=True)
-        if not outcome.inserted:
+        if not self._writer.insert(prep, parent_id, int(created_at), verbatim=True):
             stored = self.get_message(msg["id"])
             return AppendResult(False, stored if stored is not None else msg)
         self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id))

@@ -5,13 +5,12 @@ A store owns one backend (one SQLite file, or one PostgreSQL pool) shared by eve
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from ._core import Listener, StoreCore
+from ._core import Listener, StoreCore, reserved_keys
 from ._legacy import lift
 from .backends._engines import open_backend
 from .backends.base import Backend
@@ -20,7 +19,6 @@ from .model import SearchResult, SessionSummary, StorageStats
 from .session import Session
 from .tokens import TokenCounter
 
-logger = logging.getLogger("convostore")
 
 class Sessions:
     """A conversation store: every session of one database.
@@ -100,13 +98,23 @@ class Sessions:
 
     @property
     def reserved_metadata_keys(self) -> tuple[str, ...]:
-        """Metadata keys removed from ``source="client"`` writes."""
+        """Metadata keys removed from ``source="client"`` writes (settable: later writes use
+        the new keys)."""
         return self._core.reserved_metadata_keys
+
+    @reserved_metadata_keys.setter
+    def reserved_metadata_keys(self, keys: Iterable[str]) -> None:
+        self._core.reserved_metadata_keys = reserved_keys(keys)
 
     @property
     def token_counter(self) -> TokenCounter | None:
-        """A custom string token counter used for row stamps and summaries, or None."""
+        """A custom string token counter used for row stamps and summaries, or None
+        (settable: later writes and estimates use the new counter)."""
         return self._core.token_counter
+
+    @token_counter.setter
+    def token_counter(self, counter: TokenCounter | None) -> None:
+        self._core.token_counter = counter
 
     @property
     def core(self) -> StoreCore:

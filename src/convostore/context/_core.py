@@ -121,7 +121,7 @@ def fold_skill_events(message: Any, loaded: dict[str, None]) -> None:
     for part in parts:
         if not isinstance(part, dict) or part.get("state") != "output-available":
             continue
-        name = tool_name(part)
+        name = tool_name(part, field_first=True)
         if name not in (LOAD_CONTEXT, UNLOAD_CONTEXT):
             continue
         target = _skill_input(part)
@@ -158,7 +158,7 @@ def unloaded_copy(message: Any, label: str, key: str) -> dict[str, Any] | None:
         if (
             isinstance(part, dict)
             and part.get("state") == "output-available"
-            and tool_name(part) == LOAD_CONTEXT
+            and tool_name(part, field_first=True) == LOAD_CONTEXT
             and _skill_input(part) == (label, key)
             and not (
                 isinstance(part.get("output"), str)

@@ -1,0 +1,318 @@
+"""The SQLite engine's implementation over the standard library's sqlite3: operations, backend.
+
+The engine's declaration, schema and overview live in :mod:`convostore.backends.sqlite`; this
+module is imported when a SQLite store is opened, so ``import convostore`` does not need sqlite3.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from ..errors import BackendError, StoreClosed
+from ._legacy_sql import LegacySql
+from ._migrate import migrate
+from ._schema import FTS, MESSAGES
+from ._sql import SqlOps
+from .base import AppendProbe, Engine, FtsHit, _marks
+
+WAL_AUTOCHECKPOINT_PAGES = 4000
+"""Pages the WAL may hold before a commit copies them back into the database (SQLite: 1000).
+
+Each such checkpoint syncs the database file, and a page written by many commits in between
+(the right edge of an index, the newest table page) is copied once: with a message of a few KB
+dirtying about five pages, 1,000 pages meant a checkpoint every ~200 appends. With 4,000 (a WAL
+of up to ~16 MB, reused once grown) appends ran at 0.71-0.75 of the raw baseline against
+0.64-0.65 with 1,000 (``benchmarks/append_breakdown.py --durability normal --autocheckpoint N``,
+two runs each); one wal-index table still covers it, so reads cost the same."""
+
+_APPEND_PROBE = (
+    f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ?2 AND id = ?1), "
+    f"(SELECT id FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1), "
+    f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?2), "
+    f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')"
+)
+
+
+class SqliteLegacySql(LegacySql):
+    """SQLite: ``rowid`` order, ``DATETIME`` text read as UTC with its milliseconds."""
+
+    _ORDER = "rowid"
+
+    def _bytes(self, column: str) -> str:
+        return f"length(CAST({column} AS BLOB))"
+
+    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
+        # A correlated subquery: SQLite computes a SELECT that reads the INSERT's own table
+        # to completion before inserting, so the subquery never sees the rows being copied.
+        offset = (
+            f"coalesce((SELECT max(d.seq) FROM {table} d WHERE d.session_id = a.session_id), 0)"
+        )
+        return self._numbered(offset), "", ()
+
+    def _ms(self, column: str) -> str:
+        # strftime('%f') is "SS.SSS": its last three characters are the milliseconds.
+        return (
+            f"CASE WHEN typeof({column}) = 'text' THEN coalesce("
+            f"CAST(strftime('%s', {column}) AS INTEGER) * 1000 "
+            f"+ CAST(substr(strftime('%f', {column}), 4) AS INTEGER), 0) ELSE 0 END"
+        )
+
+    def drop(self, ops: Any, table: str) -> None:
+        ops._run(f"DROP TABLE IF EXISTS {table}")
+
+
+class SqliteOps(SqlOps):
+    """:class:`~convostore.backends._sql.SqlOps` over a :mod:`sqlite3` connection."""
+
+    legacy = SqliteLegacySql()
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        # Whether the search index exists, as the append probe of the write in progress found
+        # it (a write scope clears it on entry and exit): fts_exists() then asks nothing.
+        self.fts_hint: bool | None = None
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql, params)
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+    def existing_tables(self, names: Sequence[str]) -> set[str]:
+        return {
+            r[0]
+            for r in self._all(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                f"AND name IN ({_marks(len(names))})",
+                tuple(names),
+            )
+        }
+
+    # -- full-text index (FTS5; the row id is the message row's ``rid``) ------------------------
+
+    def fts_exists(self) -> bool:
+        if self.fts_hint is not None:
+            return self.fts_hint
+        return (
+            self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS,))
+            is not None
+        )
+
+    def append_probe(self, session_id: str, id: str) -> AppendProbe:
+        # The index check rides along with the probe: one statement fewer per append.
+        exists, tail, top, fts = self._conn.execute(_APPEND_PROBE, (id, session_id)).fetchone()
+        self.fts_hint = bool(fts)
+        return AppendProbe(bool(exists), tail, top or 0)
+
+    def fts_create(self) -> None:
+        self._run(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS} USING fts5("
+            "session_id UNINDEXED, id UNINDEXED, role UNINDEXED, content, "
+            "tokenize = 'porter unicode61')"
+        )
+        self.fts_hint = True
+
+    def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
+        # Look the row ids up first: FTS5 fed by INSERT ... SELECT flushes its pending index
+        # data on every row, with VALUES it batches them.
+        entries = []
+        for sid, mid, role, text in rows:
+            found = self._one(
+                f"SELECT rid FROM {MESSAGES} WHERE session_id = ? AND id = ?", (sid, mid)
+            )
+            if found is not None:
+                entries.append((found[0], sid, mid, role, text))
+        self._many(
+            f"INSERT OR REPLACE INTO {FTS} (rowid, session_id, id, role, content) "
+            "VALUES (?, ?, ?, ?, ?)",
+            entries,
+        )
+
+    def fts_delete(self, session_id: str, ids: Sequence[str]) -> None:
+        for i in range(0, len(ids), 500):
+            batch = ids[i : i + 500]
+            self._run(
+                f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {MESSAGES} "
+                f"WHERE session_id = ? AND id IN ({','.join('?' * len(batch))}))",
+                (session_id, *batch),
+            )
+
+    def fts_clear(self, session_id: str) -> None:
+        self._run(
+            f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {MESSAGES} WHERE session_id = ?)",
+            (session_id,),
+        )
+
+    def fts_search(
+        self, query: str, session_id: str | None, limit: int, all_words: bool
+    ) -> list[FtsHit]:
+        if all_words:
+            words = [w for w in query.split() if _has_token(w)]
+            match = " ".join(_phrase(w) for w in words)
+        else:
+            match = _phrase(query)
+        if not match:
+            return []
+        try:
+            return self._search(
+                f"SELECT m.session_id, m.id, m.role, f.content, m.created_at FROM {FTS} f "
+                f"JOIN {MESSAGES} m ON m.rid = f.rowid AND m.session_id = f.session_id "
+                f"AND m.id = f.id WHERE {FTS} MATCH ?",
+                match, session_id, "f.rank", limit,
+            )
+        except sqlite3.OperationalError:
+            return []  # a query FTS5 cannot parse finds nothing rather than failing the caller
+
+
+_TOKEN_RE = re.compile(r"\w")
+
+
+def _has_token(text: str) -> bool:
+    return bool(_TOKEN_RE.search(text))
+
+
+def _phrase(text: str) -> str:
+    """One FTS5 phrase: operators and quotes inside become literal words."""
+    return '"' + text.replace('"', '""') + '"' if _has_token(text) else ""
+
+
+class _WriteScope:
+    """:meth:`SqliteBackend.write`: a class, not a generator, since it runs on every append."""
+
+    __slots__ = ("_backend",)
+
+    def __init__(self, backend: SqliteBackend) -> None:
+        self._backend = backend
+
+    def __enter__(self) -> SqliteOps:
+        backend = self._backend
+        backend._lock.acquire()
+        try:
+            backend._check()
+            backend._ops.fts_hint = None
+            try:
+                backend._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite could not start a write: {exc}") from exc
+        except BaseException:
+            backend._lock.release()
+            raise
+        return backend._ops
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> Literal[False]:
+        conn = self._backend._conn
+        try:
+            if exc is not None:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise BackendError(f"SQLite write failed: {exc}") from exc
+                return False
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise BackendError(f"SQLite commit failed: {error}") from error
+            return False
+        finally:
+            self._backend._ops.fts_hint = None
+            self._backend._lock.release()
+
+
+class SqliteBackend:
+    """A SQLite database file (or ``:memory:``) as a convostore backend.
+
+    :param path: the database file, or ``":memory:"``.
+    :param durability: ``"normal"`` (WAL, synchronous=NORMAL: a committed write survives a crash
+        of the process, the last ones may be lost to a power cut) or ``"full"`` (fsync at every
+        commit).
+    :param busy_timeout: seconds a writer waits for another process's write lock.
+    :param engine: the engine's declaration (:data:`convostore.backends.sqlite.ENGINE`): its
+        migrations and capabilities.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        engine: Engine,
+        durability: Literal["normal", "full"] = "normal",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        self._engine = engine
+        self.path = path
+        self.url = path
+        self.memory = path == ":memory:" or path == ""
+        if not self.memory:
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise BackendError(f"cannot open {path!r}: directory {parent!r} does not exist")
+        try:
+            self._conn = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+            )
+        except sqlite3.Error as exc:
+            raise BackendError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._closed = False
+        self._ops = SqliteOps(self._conn)
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if not self.memory:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+            self._conn.execute(
+                f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
+            )
+            conn = self._conn
+            migrate(conn.execute, lambda: conn.execute("ROLLBACK"), engine.migrations,
+                    begin="BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise BackendError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """``shared_across_processes`` for a file; nothing extra for ``:memory:``."""
+        return self._engine.capabilities(self.path)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    @contextmanager
+    def read(self) -> Iterator[SqliteOps]:
+        """A read scope (autocommit statements under the store's lock)."""
+        with self._lock:
+            self._check()
+            try:
+                yield self._ops
+            except sqlite3.Error as exc:
+                raise BackendError(f"SQLite read failed: {exc}") from exc
+
+    def write(self, session_id: str | None) -> _WriteScope:
+        """One ``BEGIN IMMEDIATE`` transaction; rolled back if the body raises."""
+        return _WriteScope(self)
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+
