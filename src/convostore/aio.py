@@ -258,7 +258,21 @@ class AsyncSessions:
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Async twin of :meth:`Sessions.search`."""
+        await self.build_search_index()
         return await self._worker.run(functools.partial(self._sync.search, query, limit=limit))
+
+    async def build_search_index(
+        self, progress: Callable[[int, int], object] | None = None
+    ) -> int:
+        """Async twin of :meth:`Sessions.build_search_index`: one step per worker call, so
+        other calls of this store run between steps; ``progress`` runs on the loop."""
+        done = 0
+        index = self._sync.core.search_index
+        if not index.built:
+            async for done, total in WorkerIterator(self._worker, index.steps):
+                if progress is not None:
+                    progress(done, total)
+        return done
 
     async def storage_stats(self) -> StorageStats:
         """Async twin of :meth:`Sessions.storage_stats`."""
@@ -467,6 +481,7 @@ class AsyncSession:
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Async twin of :meth:`Session.search`."""
+        await self._store.build_search_index()
         return await self._call(self._session.search, query, limit=limit)
 
 

@@ -19,6 +19,7 @@ import os
 import shlex
 import struct
 import sys
+import time
 import zlib
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -304,6 +305,19 @@ def _cmd_search(args: argparse.Namespace, out: _Output) -> None:
             session, _ = _session(store, args.db, args.session)
             hits = session.search(args.query, limit=args.limit)
     _print_hits(out, hits)
+
+
+def _cmd_index(args: argparse.Namespace, out: _Output) -> None:
+    shown = [0.0]
+
+    def progress(done: int, total: int) -> None:  # a line a second at most, on stderr
+        if time.monotonic() - shown[0] >= 1 or done >= total:
+            shown[0] = time.monotonic()
+            print(f"indexed {done:,} of {total:,} messages", file=sys.stderr, flush=True)
+
+    with _open(args.db) as store:
+        done = store.build_search_index(progress)
+    out.line(f"search index complete ({done:,} messages indexed now)")
 
 
 def _cmd_stats(args: argparse.Namespace, out: _Output) -> None:
@@ -621,6 +635,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "database is created if missing).", [db], epilog=_IMPORT_FORMAT)
     imp.add_argument("session", metavar="SESSION", help="session id to import into")
     imp.add_argument("file", metavar="FILE", help="JSON Lines file, or - for stdin")
+    command("index", _cmd_index, "build the full-text index ahead of the first search",
+            "Build the search index now, in short steps that let writers in, with progress\n"
+            "on stderr; an interrupted build resumes where it stopped.", [db])
     command("stats", _cmd_stats, "print storage figures",
             "Print counts and sizes of everything stored: sessions, messages, continuation\n"
             "rows, compactions, attachments.", [db])

@@ -159,6 +159,21 @@ class Sessions:
         """
         return self._core.search_index.search(query, limit=limit, session_id=None)
 
+    def build_search_index(self, progress: Callable[[int, int], object] | None = None) -> int:
+        """Build the full-text index now, unless it is complete, instead of on the first search.
+
+        The build runs in short steps (a few hundred messages each, about 30 ms), each its own
+        transaction, so writers of any session wait for at most one step; messages written
+        during the build are indexed by their own writes. An interrupted build (a crash, a
+        ``KeyboardInterrupt`` from ``progress``) resumes where it stopped on the next call or
+        search. Several callers, in this process or others, share the work.
+
+        :param progress: called as ``progress(done, total)`` after each step: messages indexed
+            so far by this call, and how many it had to index when it began.
+        :returns: how many messages this call indexed (0 when the index was complete).
+        """
+        return self._core.search_index.build(progress)
+
     # --- whole-store facts --------------------------------------------------------------------
 
     def storage_stats(self) -> StorageStats:

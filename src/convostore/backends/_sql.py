@@ -22,6 +22,7 @@ from ._schema import (
     COMPACTIONS,
     MESSAGE_CHUNKS,
     MESSAGES,
+    META,
     SESSION_STATE,
 )
 from .base import (
@@ -57,6 +58,10 @@ def _newest(cols: str, *, bounded: bool) -> str:
     ``seq <= ?``: a range scan of the seq index either way."""
     bound = " AND seq <= ?" if bounded else ""
     return f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT ?"
+
+
+_FTS_CURSOR = "fts_backfill_cursor"
+"""The meta key of the search index's backfill cursor (present while a build is pending)."""
 
 
 class SqlOps(RegistryOps):
@@ -420,6 +425,31 @@ class SqlOps(RegistryOps):
                 (after[0], after[1], limit),
             )
         return [ScannedRow(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
+
+    # -- the search index's backfill cursor (a row of the meta table while a build is pending)
+
+    def fts_cursor(self) -> str | None:
+        row = self._one(f"SELECT value FROM {META} WHERE key = ?", (_FTS_CURSOR,))
+        return None if row is None else str(row[0])
+
+    def fts_set_cursor(self, cursor: str | None) -> None:
+        if cursor is None:
+            self._run(f"DELETE FROM {META} WHERE key = ?", (_FTS_CURSOR,))
+        else:
+            self._run(
+                f"INSERT INTO {META} (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (_FTS_CURSOR, cursor),
+            )
+
+    def fts_backlog(self, after: tuple[str, str] | None) -> int:
+        if after is None:
+            row = self._one(f"SELECT count(*) FROM {MESSAGES}")
+        else:
+            row = self._one(
+                f"SELECT count(*) FROM {MESSAGES} WHERE (session_id, id) > (?, ?)", after
+            )
+        return int(row[0]) if row is not None else 0
 
     def _search(
         self, select: str, match: Any, session_id: str | None, order: str, limit: int
