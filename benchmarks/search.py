@@ -4,7 +4,9 @@ Builds a store of 100,000 realistic messages (10 sessions of 10,000 by default; 
 ``--messages`` and ``--sessions``) without an index, then measures in the same run:
 
 1. append throughput without an index (the index does not exist until the first search);
-2. the first search, which builds the index: the one-time backfill of every stored message;
+2. the first search, which builds the index: the one-time backfill of every stored message,
+   while two writer threads append to other sessions in a loop (one through the same store, one
+   through a second store with its own connection): the median and longest wait of an append;
 3. append throughput with the index (every write now also indexes the message's text);
 4. search latency over many different queries: ``session.search`` (the query as one phrase,
    inside one session) and ``store.search`` (all words, every session).
@@ -26,6 +28,7 @@ import random
 import re
 import statistics
 import sys
+import threading
 import time
 from itertools import islice
 from typing import Any
@@ -201,6 +204,43 @@ class RawAppender:
                         ("raw", "raw-" + message["id"], text, text))
 
 
+class WaitingWriter:
+    """A thread appending short messages to its own session in a loop, timing each append:
+    how long a writer of another session waits while the index is built."""
+
+    def __init__(self, session: Any, label: str) -> None:
+        self.session = session
+        self.label = label
+        self.waits: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"writer {label}", daemon=True)
+
+    def start(self) -> None:
+        """Start appending."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the append in progress."""
+        self._stop.set()
+        self._thread.join()
+
+    def split(self) -> list[float]:
+        """The waits timed so far (removed: :attr:`waits` starts again)."""
+        taken, self.waits = self.waits, []
+        return taken
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            message = {"id": f"w{n}", "role": "user",
+                       "parts": [{"type": "text", "text": f"writer append number {n}"}]}
+            started = time.perf_counter()
+            self.session.append_message(message)
+            self.waits.append(time.perf_counter() - started)
+            n += 1
+            time.sleep(0.002)  # a busy writer, not a flood
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser(__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=100_000,
@@ -251,8 +291,33 @@ def main(argv: list[str] | None = None) -> int:
 
         queries = Queries(gen, per_session, args.seed)
         first_query = queries.phrase(0)
-        progress("first search: building the index")
-        _hits, backfill = timed(lambda: store.session("s0").search(first_query))
+        progress("first search: building the index, writers appending meanwhile")
+        other_store = bench.reopen()
+        writers = [WaitingWriter(store.session("writer-same-store"), "same store"),
+                   WaitingWriter(other_store.session("writer-other-store"),
+                                 "another store (own connection)")]
+        for writer in writers:
+            writer.start()
+        time.sleep(3)  # the same writers with no build running: their usual waits
+        quiet = [w.split() for w in writers]
+        try:
+            _hits, backfill = timed(lambda: store.session("s0").search(first_query))
+        finally:
+            for writer in writers:
+                writer.stop()
+            other_store.close()
+        report.table(
+            "writers of other sessions during the one-time build (an append per loop, "
+            "timed from call to return)",
+            ["writer", "appends", "median wait", "p99", "longest wait",
+             "3 s before the build: median", "longest"],
+            [[w.label, f"{len(w.waits):,}", fmt_s(statistics.median(w.waits)),
+              fmt_s(percentile(w.waits, 99)), fmt_s(max(w.waits)),
+              fmt_s(statistics.median(q)), fmt_s(max(q))]
+             for w, q in zip(writers, quiet, strict=True)],
+        )
+        longest = max(max(w.waits) for w in writers)
+        written_during = sum(len(w.waits) + len(q) for w, q in zip(writers, quiet, strict=True))
         indexed = int(bench.raw.value("SELECT count(*) FROM convostore_fts"))
         progress("raw SQL backfill into a second full-text table")
         raw_indexed, raw_backfill_time = timed(lambda: raw_backfill(bench))
@@ -324,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{statistics.median(api_t) / statistics.median(raw_t):.2f}x",
                 f"{statistics.median(hits):.0f}", f"{sum(h == 0 for h in hits)}",
             ])
-        in_store = total + 2 * args.rounds * args.round
+        in_store = total + 2 * args.rounds * args.round + written_during
         report.table(
             f"search latency over {in_store:,} messages, {args.queries} different queries of "
             "each kind (limit 20; each query run once unmeasured first)",
@@ -336,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         ratio = after["api"] / before["api"]
         print(f"index cost on appends: {ratio:.2f}x the no-index rate "
               f"({before['api']:,.0f}/s -> {after['api']:,.0f}/s)\n")
+        report.check("no writer of another session waits 100 ms or more during the build",
+                     longest < 0.1, f"longest wait {fmt_s(longest)}")
         report.check("the backfill indexes every message that has text",
                      indexed == raw_indexed, f"{indexed:,} entries (raw SQL: {raw_indexed:,})")
         report.check("every search returns the rows raw SQL returns, in its order",

@@ -24,7 +24,9 @@ class LazyTable:
         create: Callable[[Ops], None],
     ) -> None:
         """:param exists: asks the catalog inside a scope.
-        :param create: creates (and fills) the table inside the write scope of :meth:`ensure`.
+        :param create: creates the table inside the write scope of :meth:`ensure`; that
+            scope holds every writer of the store, so it must stay short (the search index is
+            filled afterwards, in steps of its own).
         """
         self._backend = backend
         self._exists = exists

@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import codec
-from ._search import backfill
+from ._search import restart_backfill
 from ._windows import pack
 from .backends._legacy_sql import (
     CHAT_MESSAGES,
@@ -121,7 +121,9 @@ def _lift_sessions(backend: Backend) -> None:
             if table in present:
                 sql.drop(ops, table)
         if lifted_messages and ops.fts_exists():
-            backfill(ops)  # an index built before this lift must learn the lifted rows
+            # an index built before this lift must learn the lifted rows: not here, under
+            # the store lock, but by the stepped build of the next search or build_search_index
+            restart_backfill(ops)
 
 
 # --- AIChatAgent's transcript ------------------------------------------------------------------

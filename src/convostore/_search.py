@@ -33,15 +33,12 @@ from ._lazy_table import LazyTable
 from .backends.base import Backend, Ops, ScannedRow
 from .model import SearchResult
 
-_BACKFILL_BATCH = 500
-"""Rows per batch of :func:`backfill` (one scope, for callers that already hold one)."""
-
-_STEP_ROWS = (10, 100, 2_000)
+_STEP_ROWS = (10, 100, 1_000)
 """Rows per build step: the fewest, the first, the most. Each step adjusts the next one's size
 so that a step takes about :data:`_STEP_SECONDS`."""
-_STEP_SECONDS = 0.03
+_STEP_SECONDS = 0.015
 """The time one build step aims at (writers wait at most about one step)."""
-_PAUSE = 0.5
+_PAUSE = 1.0
 """After each step the builder pauses for this fraction of the step's time, so writers that
 queued behind the step (threads of this process, other processes polling a SQLite lock) get
 in before the next one."""
@@ -168,17 +165,10 @@ def _decode(cursor: str) -> tuple[str, str] | None:
     return (key[0], key[1]) if key else None
 
 
-def backfill(ops: Ops) -> None:
-    """Index every stored message's text parts, continuation rows included, in batches, all
-    inside the caller's scope (for a scope that holds the store anyway, as a lift at open)."""
-    after: tuple[str, str] | None = None
-    while True:
-        batch = ops.scan_rows(after, _BACKFILL_BATCH)
-        if not batch:
-            return
-        _index(ops, batch)
-        last = batch[-1]
-        after = (last.session_id, last.row.id)
+def restart_backfill(ops: Ops) -> None:
+    """Have the next build index every stored message again (inside the caller's write
+    scope; entries are replaced, never duplicated), e.g. after rows were lifted in bulk."""
+    ops.fts_set_cursor(_START)
 
 
 def _index(ops: Ops, batch: Sequence[ScannedRow]) -> None:

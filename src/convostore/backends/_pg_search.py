@@ -57,13 +57,16 @@ BEGIN
     END IF;
 END
 $$"""
+# The GIN index has no pending list (fastupdate off): with one, the insert that finds the list
+# full merges all of it into the index, and a writer (or a backfill step) would wait for that.
 _FTS_DDL = [
     f"""CREATE TABLE IF NOT EXISTS {FTS} (
         session_id TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
         role TEXT NOT NULL, content TEXT NOT NULL, tsv TSVECTOR NOT NULL,
         PRIMARY KEY (session_id, id)
     )""",
-    f"CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON {FTS} USING GIN (tsv)",
+    f"CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON {FTS} USING GIN (tsv) "
+    "WITH (fastupdate = off)",
 ]
 
 

@@ -11,11 +11,11 @@ and :mod:`._pg_backend` (the operations and the backend); without psycopg,
 - A write scope is one ``READ COMMITTED`` transaction that first takes
   ``pg_advisory_xact_lock`` on a key derived from (schema, session id), plus a shared lock on the
   store key, so the next ``seq`` and the active leaf derived inside it are those of the previous
-  writer's commit; ``write(None)`` (index creation) takes the store key exclusively. Every writer
-  takes the same locks in the same order, so no deadlock. The scope runs in pipeline mode: the
-  ``BEGIN``, the locks and the check for the search table travel with its first query, and
-  statements nobody reads the result of travel with the ``COMMIT`` (a plain append: two round
-  trips).
+  writer's commit; ``write(None)`` (index creation, each short backfill step) takes the store
+  key exclusively. Every writer takes the same locks in the same order, so no deadlock. The
+  scope runs in pipeline mode: the ``BEGIN``, the locks and the check for the search table
+  travel with its first query, and statements nobody reads the result of travel with the
+  ``COMMIT`` (a plain append: two round trips).
 - Reads run in autocommit (each statement sees the latest commits), or in a read-only
   transaction when a user pool needs ``search_path`` set.
 - Migrations are versioned in ``convostore_meta`` (same ``SCHEMA_VERSION`` as SQLite), idempotent

@@ -145,7 +145,9 @@ CREATE TABLE IF NOT EXISTS convostore_fts (
     tsv TSVECTOR NOT NULL,
     PRIMARY KEY (session_id, id)
 );
-CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON convostore_fts USING GIN (tsv);
+-- fastupdate off: no pending list, so no insert pays for flushing everyone's entries at once.
+CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON convostore_fts USING GIN (tsv)
+    WITH (fastupdate = off);
 
 -- session registry (otherwise created by SessionManager's first write) -------------------------
 
