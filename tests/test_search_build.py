@@ -133,3 +133,12 @@ def test_cli_index_of_a_missing_file_is_an_error(
     assert main(["index", str(tmp_path / "none.db")]) == 1
     assert "no database at" in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_progress_callback_may_search(tmp_path: Path) -> None:
+    """The callback runs between steps, holding nothing: a search in it finishes the build."""
+    with Sessions.open(str(tmp_path / "chat.db")) as store:
+        keys = _fill(store, per_session=150)
+        found: list[int] = []
+        store.build_search_index(lambda done, total: found.append(len(_hits(store, "alpha"))))
+        assert found and set(found) == {len(keys)}

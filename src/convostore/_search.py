@@ -58,7 +58,7 @@ class SearchIndex:
         self._backend = backend
         self._table = LazyTable(backend, lambda ops: ops.fts_exists(), _create)
         self._built = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a progress callback may search
 
     def ready(self, ops: Ops) -> bool:
         """Does the index exist (writes must index what they write)? Once it does, it stays:
