@@ -131,7 +131,7 @@ def test_cli_index_of_a_missing_file_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["index", str(tmp_path / "none.db")]) == 1
-    assert "no database at" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("convostore: error: no ")
     assert not (tmp_path / "none.db").exists()
 
 
