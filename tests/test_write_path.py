@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +16,7 @@ from convostore import (
     ChangeEvent,
     InvalidMessage,
     InvalidMessageType,
+    Message,
     Sessions,
 )
 
@@ -308,6 +311,33 @@ def test_handles_are_cached_per_id(store: Sessions) -> None:
     assert store.session("x") is store.session("x")
     assert store.session() is store.session("")
     assert store.session("x") is not store.session("y")
+
+
+def test_the_handle_cache_keeps_held_and_configured_handles_only(store: Sessions) -> None:
+    # Issue 18 item 12: every looked-up handle used to be kept for the store's lifetime.
+    held = store.session("held")
+    dropped = weakref.ref(store.session("dropped"))
+    calls: list[str] = []
+    store.session("configured").on_compaction(lambda m: calls.append("fn")).compact_after(0)
+    store.session("errors").on_compaction_error(lambda exc: calls.append("handler"))
+    gc.collect()
+    assert dropped() is None  # an unconfigured handle nobody holds is let go
+    assert store.session("held") is held
+    store.session("configured").append_message(text("a", "hello"))
+    assert calls == ["fn"]  # configuration set on a dropped handle still applies
+
+    def failing(messages: list[Message]) -> None:
+        raise RuntimeError("summariser down")
+
+    store.session("errors").on_compaction(failing).compact_after(0)
+    store.session("errors").append_message(text("a", "hello"))
+    assert calls == ["fn", "handler"]
+    cleared = store.session("cleared").compact_after(5)
+    cleared.compact_after(None)
+    cleared_ref = weakref.ref(cleared)
+    del cleared
+    gc.collect()
+    assert cleared_ref() is None  # configuration cleared again: nothing left to keep
 
 
 # --- import -------------------------------------------------------------------------------

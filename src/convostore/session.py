@@ -52,14 +52,25 @@ class Session:
     """A handle on one conversation of a :class:`~convostore.Sessions` store.
 
     Get one with ``store.session(session_id)``; handles are cached per id, so configuration set
-    with :meth:`on_compaction` and :meth:`compact_after` stays with the id. Every method is safe
-    to call from several threads; several processes may write one session at once.
+    with :meth:`on_compaction`, :meth:`compact_after` and :meth:`on_compaction_error` stays with
+    the id. The store keeps a configured handle for its lifetime and an unconfigured one only
+    while the caller holds a reference (then ``store.session(x) is store.session(x)``), so
+    read-only lookups of many ids cost no memory afterwards. Every method is safe to call from
+    several threads; several processes may write one session at once.
     """
 
-    def __init__(self, core: StoreCore, session_id: str, store: Sessions) -> None:
-        """A handle over ``core`` (use ``store.session(session_id)`` instead)."""
+    def __init__(
+        self, core: StoreCore, session_id: str, store: Sessions,
+        keep: Callable[[Session, bool], None] | None = None,
+    ) -> None:
+        """A handle over ``core`` (use ``store.session(session_id)`` instead).
+
+        :param keep: called as ``keep(handle, configured)`` after each configuration call, so the
+            store holds a configured handle strongly and lets an unconfigured one go.
+        """
         self._core = core
         self._owner = store
+        self._keep = keep
         self.session_id = session_id
         """The session's id (``""`` is the default session)."""
         self._writer = Writer(core, session_id)
@@ -90,6 +101,7 @@ class Session:
         if not callable(fn):
             raise TypeError(f"on_compaction() needs a callable, got {type(fn).__name__}")
         self._compact_fn = fn
+        self._configured()
         return self
 
     def compact_after(
@@ -111,12 +123,20 @@ class Session:
             raise ValueError("compact_after() threshold must not be negative")
         self._threshold = None if threshold is None else int(threshold)
         self._extra_tokens = extra_tokens
+        self._configured()
         return self
 
     def on_compaction_error(self, handler: Callable[[BaseException], object] | None) -> Session:
         """Call ``handler(exc)`` when a compaction function raises (errors are never re-raised)."""
         self._on_error = handler
+        self._configured()
         return self
+
+    def _configured(self) -> None:
+        """Tell the store whether this handle now carries configuration worth keeping."""
+        if self._keep is not None:
+            settings = (self._compact_fn, self._threshold, self._extra_tokens, self._on_error)
+            self._keep(self, any(v is not None for v in settings))
 
     # --- writes -------------------------------------------------------------------------------
 
