@@ -356,3 +356,53 @@ def test_a_delete_racing_an_append_of_the_same_payload(store: Sessions) -> None:
     b.clear_messages()
     assert store.storage_stats().attachments == 0  # no orphan either
     assert ids(a.get_history()) == []
+
+
+# --- issue 18: the media type belongs to the message -----------------------------------------
+
+
+def file_part(data: bytes, media_type: str, *, declared: bool) -> dict[str, Any]:
+    url = f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+    return {"type": "file", "mediaType": media_type, "url": url} if declared else {
+        "type": "file", "url": url}
+
+
+def test_a_data_url_reads_back_with_its_own_media_type_whoever_stored_the_bytes_first(
+    store: Sessions,
+) -> None:
+    data = payload(3_000)
+    first = {"id": "png", "role": "user",
+             "parts": [file_part(data, "image/png", declared=False)]}
+    store.session("a").append_message(first)
+    b = store.session("b")
+    later: list[dict[str, Any]] = [
+        {"id": "pdf", "role": "user",
+         "parts": [file_part(data, "application/pdf", declared=False)]},
+        {"id": "both", "role": "user", "parts": [
+            file_part(data, "image/jpeg", declared=False),
+            file_part(data, "image/png;name=a.png", declared=False),
+            file_part(data, "application/zip", declared=True),
+            {"type": "data-x", "mediaType": "audio/wav", "data": base64.b64encode(data).decode()},
+        ]},
+    ]
+    for m in later:
+        assert b.append_message(m).message == m
+    assert store.storage_stats().attachments == 1
+    for m in later:
+        assert b.get_message(m["id"]) == m
+    assert b.get_history() == later
+    assert list(b.history(newest_first=True)) == later[::-1]
+    assert b.get_recent_history(10_000_000).messages == later
+    store.session("a").delete_messages(["png"])
+    assert b.get_history() == later
+    assert store.session("a").get_history() == []
+
+
+def test_an_updated_data_url_reads_back_with_its_new_media_type(store: Sessions) -> None:
+    s = store.session()
+    data = payload(2_000)
+    s.append_message({"id": "m", "role": "user", "parts": [file_part(data, "image/png",
+                                                                      declared=False)]})
+    edited = {"id": "m", "role": "user", "parts": [file_part(data, "image/webp", declared=False)]}
+    assert s.update_message(edited) == edited
+    assert s.get_message("m") == edited
