@@ -474,6 +474,34 @@ def _pointer_walk(value: Any, depth: int, pointers: dict[str, None]) -> None:
             _pointer_walk(v, depth + 1, pointers)
 
 
+def pointer_field(message: Message) -> str | None:
+    """The path (``parts[1].url``) of the first payload reference in ``message``, or None.
+
+    Untrusted input must not hold one: it would read back with bytes its writer never sent.
+    """
+    parts = message.get("parts")
+    return _pointer_path(parts, 0, "parts") if isinstance(parts, list) else None
+
+
+def _pointer_path(value: Any, depth: int, path: str) -> str | None:
+    if depth > MAX_ATTACHMENT_DEPTH:
+        return None
+    if isinstance(value, list):
+        items: Iterable[tuple[str, Any]] = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    elif isinstance(value, dict):
+        ref = _pointer_in(value)
+        if ref is not None:
+            return f"{path}.{ref[0]}"
+        items = ((f"{path}.{k}", v) for k, v in value.items())
+    else:
+        return None
+    for sub, v in items:
+        found = _pointer_path(v, depth + 1, sub)
+        if found is not None:
+            return found
+    return None
+
+
 def resolve_attachments(
     message: Message, lookup: Mapping[str, tuple[str, bytes]]
 ) -> Message:
