@@ -20,6 +20,7 @@ from . import codec
 from ._core import StoreCore
 from ._rows import reassemble
 from .backends.base import CompactionRow, NewRow, Ops
+from .errors import InvalidMessage
 from .model import Message, Source, StoredCompaction, Unset
 from .tokens import estimate_row_tokens
 
@@ -87,6 +88,11 @@ class Writer:
             if source == "client":
                 message = codec.strip_reserved_metadata(message, self._core.reserved_metadata_keys)
         text, encoded = codec.dumps_message(message)
+        if source == "client" and codec.POINTER_PREFIX in text:
+            field = codec.pointer_field(message)
+            if field is not None:  # a reference would hand over bytes the client never sent
+                raise InvalidMessage(field, "an attachment pointer is not accepted from a "
+                                     "client (source='client'); send the media itself")
         payloads: list[codec.Payload] = []
         hashes: list[str] = []
         if codec.may_carry_media(text):

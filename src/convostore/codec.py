@@ -314,6 +314,28 @@ def is_pointer(value: object) -> bool:
     )
 
 
+def _pointer_in(obj: dict[str, Any]) -> tuple[str, str, int] | None:
+    """The reference an object holds: (field, hash, length of the kept ``data:`` header).
+
+    A ``url`` is a reference when it is a pointer, or a base64 ``data:`` URL whose payload is a
+    pointer: extraction stores ``url`` that way, so the header, and with it the media type the
+    message wrote, stays in the message. A ``data`` field is a reference when it is a pointer.
+    """
+    for key in ("url", "data"):
+        v = obj.get(key)
+        if not isinstance(v, str):
+            continue
+        start = 0
+        if key == "url" and v.startswith("data:"):
+            parsed = parse_data_url(v)
+            if parsed is None or not parsed.base64:
+                continue
+            start = parsed.comma + 1
+        if v.startswith(POINTER_PREFIX, start) and _POINTER_RE.match(v, start):
+            return key, v[start + len(POINTER_PREFIX) :], start
+    return None
+
+
 def _decode_base64(payload: str) -> bytes | None:
     """Decode base64 only when re-encoding gives back the same text, so reads stay lossless.
 
@@ -331,8 +353,10 @@ def _decode_base64(payload: str) -> bytes | None:
     return data
 
 
-def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str] | None:
-    """If ``obj`` carries inline media, return (field, decoded bytes, media type)."""
+def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str, str] | None:
+    """If ``obj`` carries inline media: (field, decoded bytes, media type, text kept before the
+    pointer). A ``data:`` URL keeps its header, so it reads back with the type it was written
+    with, whatever type another message stored the same bytes with first."""
     url = obj.get("url")
     declared = obj.get("mediaType")
     if isinstance(url, str):
@@ -351,12 +375,12 @@ def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str] | None:
         if media_type.startswith("text/"):
             return None
         data = _decode_base64(url[parsed.comma + 1 :])
-        return None if data is None else ("url", data, media_type)
+        return None if data is None else ("url", data, media_type, url[: parsed.comma + 1])
     if isinstance(declared, str) and not declared.startswith("text/"):
         raw = obj.get("data")
         if isinstance(raw, str) and not is_pointer(raw):
             data = _decode_base64(raw)
-            return None if data is None else ("data", data, declared)
+            return None if data is None else ("data", data, declared, "")
     return None
 
 
@@ -403,19 +427,18 @@ def _extract_walk(
             items.append(new)
         return items if changed else value
     if isinstance(value, dict):
-        for key in ("url", "data"):
-            v = value.get(key)
-            if isinstance(v, str) and v.startswith(POINTER_PREFIX) and is_pointer(v):
-                pointers.setdefault(v[len(POINTER_PREFIX) :], None)
-                return value
+        ref = _pointer_in(value)
+        if ref is not None:
+            pointers.setdefault(ref[1], None)
+            return value
         found = _carrier(value)
         if found is not None:
-            field, data, media_type = found
+            field, data, media_type, header = found
             digest = hashlib.sha256(data).hexdigest()
             payloads.setdefault(digest, Payload(digest, data, media_type))
             pointers.setdefault(digest, None)
             out = dict(value)
-            out[field] = pointer_for(digest)
+            out[field] = header + pointer_for(digest)
             return out
         changed = False
         new_obj: dict[str, Any] = {}
@@ -443,13 +466,40 @@ def _pointer_walk(value: Any, depth: int, pointers: dict[str, None]) -> None:
         for item in value:
             _pointer_walk(item, depth + 1, pointers)
     elif isinstance(value, dict):
-        for key in ("url", "data"):
-            v = value.get(key)
-            if isinstance(v, str) and is_pointer(v):
-                pointers.setdefault(v[len(POINTER_PREFIX) :], None)
-                return
+        ref = _pointer_in(value)
+        if ref is not None:
+            pointers.setdefault(ref[1], None)
+            return
         for v in value.values():
             _pointer_walk(v, depth + 1, pointers)
+
+
+def pointer_field(message: Message) -> str | None:
+    """The path (``parts[1].url``) of the first payload reference in ``message``, or None.
+
+    Untrusted input must not hold one: it would read back with bytes its writer never sent.
+    """
+    parts = message.get("parts")
+    return _pointer_path(parts, 0, "parts") if isinstance(parts, list) else None
+
+
+def _pointer_path(value: Any, depth: int, path: str) -> str | None:
+    if depth > MAX_ATTACHMENT_DEPTH:
+        return None
+    if isinstance(value, list):
+        items: Iterable[tuple[str, Any]] = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    elif isinstance(value, dict):
+        ref = _pointer_in(value)
+        if ref is not None:
+            return f"{path}.{ref[0]}"
+        items = ((f"{path}.{k}", v) for k, v in value.items())
+    else:
+        return None
+    for sub, v in items:
+        found = _pointer_path(v, depth + 1, sub)
+        if found is not None:
+            return found
+    return None
 
 
 def resolve_attachments(
@@ -482,22 +532,24 @@ def _resolve_walk(value: Any, depth: int, lookup: Mapping[str, tuple[str, bytes]
             items.append(new)
         return items if changed else value
     if isinstance(value, dict):
-        for key in ("url", "data"):
-            v = value.get(key)
-            if isinstance(v, str) and is_pointer(v):
-                found = lookup.get(v[len(POINTER_PREFIX) :])
-                if found is None:
-                    return value
-                stored_type, data = found
-                b64 = base64.b64encode(data).decode("ascii")
-                out = dict(value)
-                if key == "url":
-                    declared = value.get("mediaType")
-                    media_type = declared if isinstance(declared, str) else stored_type
-                    out[key] = make_data_url(media_type, b64)
-                else:
-                    out[key] = b64
-                return out
+        ref = _pointer_in(value)
+        if ref is not None:
+            key, digest, start = ref
+            found = lookup.get(digest)
+            if found is None:
+                return value
+            stored_type, data = found
+            b64 = base64.b64encode(data).decode("ascii")
+            out = dict(value)
+            if start:  # the header the message was written with
+                out[key] = value[key][:start] + b64
+            elif key == "url":  # bare: the type the message declares, else the payload's
+                declared = value.get("mediaType")
+                media_type = declared if isinstance(declared, str) else stored_type
+                out[key] = make_data_url(media_type, b64)
+            else:
+                out[key] = b64
+            return out
         changed = False
         new_obj: dict[str, Any] = {}
         for k, v in value.items():
