@@ -592,6 +592,16 @@ def test_a_libpq_key_value_string_opens_postgresql_and_hides_its_password(
         assert "s3cret" not in err
 
 
+def test_demo_never_shows_a_password(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 item 10, the same leak elsewhere: demo printed its URL, password included."""
+    import psycopg
+
+    url = psycopg.conninfo.make_conninfo(pg_url, password="s3cret")
+    code, out, err = run(["demo", url], capsys)
+    assert (code, err) == (0, "")
+    assert "s3cret" not in out and "password=***" in out
+
+
 HOSTILE_SESSION = "s\x1b]0;pwned\x07"
 HOSTILE = {"id": "m\x1b[2J", "role": "user\x1b[31m", "parts": [
     {"type": "text", "text": "deploy \x1b]8;;http://evil\x07link\x1b]8;;\x07 \u202eok\x85"}]}

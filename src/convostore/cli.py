@@ -362,7 +362,7 @@ def _demo_fresh_file(target: str, out: _Output) -> None:
 
 def _cmd_demo(args: argparse.Namespace, out: _Output) -> None:
     path = local_file(args.path)
-    shown = os.path.abspath(path) if path is not None else args.path
+    shown = os.path.abspath(path) if path is not None else display_url(args.path)
     out.line(f"convostore demo: writing a conversation to {shown}")
     if path is not None:
         _demo_fresh_file(path, out)
@@ -382,7 +382,7 @@ def _cmd_demo(args: argparse.Namespace, out: _Output) -> None:
         out.heading('Search "lock timeout" (compacted messages are still found)')
         _print_hits(out, session.search("lock timeout"))
     out.heading("Look inside")
-    path = shlex.quote(args.path)
+    path = shlex.quote(display_url(args.path))  # a password is left out here too
     for command in (f"ls {path}", f"show {path} {DEMO_SESSION} --tree",
                     f"search {path} 'orders index'",
                     f"export {path} {DEMO_SESSION} > demo.jsonl"):
