@@ -538,6 +538,7 @@ def test_a_message_that_holds_itself_or_nests_too_deep_is_refused(store: Session
     with pytest.raises(InvalidMessage) as info:
         s.append_message({"id": "y", "role": "user", "parts": [{"type": "data-x", "data": deep}]})
     assert info.value.field.startswith("parts[0].data[0][0]")
+    assert len(info.value.field) < 60  # issue 18.7: not the 5,000-step path
     assert f"more than {MAX_JSON_DEPTH} levels" in str(info.value)
     assert s.get_history() == [] and store.storage_stats().messages == 0
 

@@ -66,11 +66,17 @@ def hydrate_in_order(ops: Ops, session_id: str, seqs: Sequence[int]) -> list[Mes
 
 
 def parse(session_id: str, mid: str, text: str) -> Message | None:
-    """A stored text as a message (payload pointers left in); None, logged, if unreadable."""
+    """A stored text as a message (payload pointers left in); None, logged, if unreadable.
+
+    Decoding works from any call depth (:func:`codec.loads` falls back to a decoder without
+    recursion); a row that still cannot be decoded is left out of the read, never ends it.
+    """
     try:
         value = codec.loads(text)
-    except ValueError:
-        logger.warning("skipping unreadable message %r of session %r", mid, session_id)
+    except (ValueError, RecursionError) as exc:
+        logger.warning(
+            "skipping unreadable message %r of session %r: %s", mid, session_id, exc
+        )
         return None
     return value if codec.is_valid_stored(value) else None
 
