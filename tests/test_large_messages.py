@@ -10,7 +10,7 @@ import pytest
 from _helpers import ids, text
 from _storage import execute, writing
 
-from convostore import ChangeEvent, InvalidMessage, Session, Sessions
+from convostore import ChangeEvent, InvalidMessage, Session, Sessions, UnreadableMessage
 from convostore.backends._schema import MESSAGES
 from convostore.codec import MAX_JSON_DEPTH, ROW_BUDGET, split_content
 
@@ -241,7 +241,10 @@ def test_a_row_stored_deeper_than_the_limit_still_reads_back(store: Sessions) ->
     for _ in range(4999):
         value = value[0]
     assert value == []
-    assert _from_deep_stack(700, lambda: s.get_message("c")) is None
+    with pytest.raises(UnreadableMessage, match="'c'"):
+        _from_deep_stack(700, lambda: s.get_message("c"))
+    with pytest.raises(UnreadableMessage, match="'c'"):
+        s.get_latest_leaf()
 
 
 def test_refusals_name_a_short_path_and_the_real_problem(store: Sessions) -> None:
