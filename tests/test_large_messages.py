@@ -241,6 +241,8 @@ def test_a_row_stored_deeper_than_the_limit_still_reads_back(store: Sessions) ->
     for _ in range(4999):
         value = value[0]
     assert value == []
+    batches = _from_deep_stack(700, lambda: list(s.history_batches(max_batch_bytes=100)))
+    assert [ids(b) for b in batches] == [["a"], ["b"]]  # measured without recursion too
     with pytest.raises(UnreadableMessage, match="'c'"):
         _from_deep_stack(700, lambda: s.get_message("c"))
     with pytest.raises(UnreadableMessage, match="'c'"):

@@ -128,6 +128,26 @@ def loads_iterative(text: str) -> Any:
             value, pos = container, pos + 1
 
 
+def size_iterative(value: Any, scalar_size: Callable[[Any], int]) -> int:
+    """The length of the compact JSON text of ``value`` (``scalar_size`` measures each string,
+    number, boolean, null and key), summed with an explicit stack: any depth, any call depth."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            total += 2 + max(0, 2 * len(item) - 1)  # braces, a colon per member, commas
+            for key, member in item.items():
+                total += scalar_size(key if isinstance(key, str) else str(key))
+                stack.append(member)
+        elif isinstance(item, (list, tuple)):
+            total += 2 + max(0, len(item) - 1)
+            stack.extend(item)
+        else:
+            total += scalar_size(item)
+    return total
+
+
 _SEGMENT_RE = re.compile(r"\[\d+\]|\.?[^.\[]+")
 _HEAD_SEGMENTS = 6
 _TAIL_SEGMENTS = 2

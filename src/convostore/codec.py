@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._json_depth import exceeds_depth, loads_iterative, short_path
+from ._json_depth import exceeds_depth, loads_iterative, short_path, size_iterative
 from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .errors import InvalidMessage, InvalidMessageType
 from .model import Message, is_tool_type
@@ -121,6 +121,16 @@ def check_depth(message: Message, text: str) -> None:
             short_path(field or "message"),
             problem or f"nested more than {MAX_JSON_DEPTH} levels deep",
         )
+
+
+def stored_size(message: Message) -> int:
+    """UTF-8 bytes of the stored text of a message read back (:func:`dumps`), never failing:
+    a message nested deeper than the call stack allows (a row written before
+    :data:`MAX_JSON_DEPTH`) is measured without recursion."""
+    try:
+        return utf8_len(dumps(message))
+    except InvalidMessage:
+        return size_iterative(message, lambda v: utf8_len(dumps(v)))
 
 
 def escape_lone_surrogates(text: str) -> str:
