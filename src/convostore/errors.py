@@ -96,15 +96,11 @@ class UnreadableMessage(ConvostoreError):
 
     def __init__(self, session_id: str, message_id: str, problem: str) -> None:
         super().__init__(session_id, message_id, problem)
-        self.session_id = session_id
-        self.message_id = message_id
-        self.problem = problem
+        self.session_id, self.message_id, self.problem = session_id, message_id, problem
 
     def __str__(self) -> str:
-        return (
-            f"message {self.message_id!r} of session {self.session_id!r} cannot be read: "
-            f"{self.problem}"
-        )
+        sid, mid = self.session_id, self.message_id
+        return f"message {mid!r} of session {sid!r} cannot be read: {self.problem}"
 
 
 class BackendError(ConvostoreError):
