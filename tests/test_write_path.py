@@ -19,6 +19,7 @@ from convostore import (
     Message,
     Sessions,
 )
+from convostore._writes import kept_ancestors
 
 
 def test_appends_a_chain_follows_the_latest_leaf_and_round_trips(store: Sessions) -> None:
@@ -122,6 +123,39 @@ def test_splices_children_to_the_grandparent_on_mid_chain_delete(store: Sessions
     s.delete_messages(["s3"])
     assert ids(s.get_history()) == ["s1"]
     assert s.get_latest_leaf() == text("s1", "1")
+
+
+@pytest.mark.slow
+def test_deleting_a_run_longer_than_10000_keeps_older_history(store: Sessions) -> None:
+    """Issue 18.3: the splice walk had a 10,000-step cap, so the survivor of a longer deleted
+    run pointed at a deleted row and the history lost everything older."""
+    s = store.session()
+    n = 10_050
+    for i in range(n):
+        s.append_message(text(f"d{i}", "x"))
+    s.delete_messages([f"d{i}" for i in range(1, n - 1)])
+    assert ids(s.get_history()) == ["d0", f"d{n - 1}"]
+    assert [m["id"] for m in s.get_branches("d0")] == [f"d{n - 1}"]
+
+
+def test_splice_resolves_each_deleted_run_once_and_survives_cycles() -> None:
+    """Issue 18.3: the nearest kept ancestor of every doomed id, with no step limit, and a
+    cycle among doomed ids (only verbatim imports can make one) ends the walk."""
+    chain: dict[str, str | None] = {f"c{i}": (f"c{i - 1}" if i else "keep") for i in range(30_000)}
+    kept = kept_ancestors(chain)
+    assert set(kept.values()) == {"keep"} and len(kept) == 30_000
+    assert kept_ancestors({"a": "b", "b": "a", "c": "a"}) == {"a": None, "b": None, "c": None}
+    assert kept_ancestors({"a": None, "b": "a"}) == {"a": None, "b": None}
+
+
+def test_delete_splices_a_child_out_of_an_imported_parent_cycle(store: Sessions) -> None:
+    s = store.session()
+    s.import_message(text("a", "a"), parent_id="b")  # verbatim parents may form a cycle
+    s.import_message(text("b", "b"), parent_id="a")
+    s.import_message(text("k", "k"), parent_id="a")
+    s.delete_messages(["a", "b"])
+    assert ids(s.get_history(leaf_id="k")) == ["k"]
+    assert ids(s.get_roots()) == ["k"]
 
 
 def test_bulk_deletes_spans_and_rewires_branch_boundaries(store: Sessions) -> None:
@@ -534,6 +568,7 @@ def test_a_message_that_holds_itself_or_nests_too_deep_is_refused(store: Session
     with pytest.raises(InvalidMessage) as info:
         s.append_message({"id": "y", "role": "user", "parts": [{"type": "data-x", "data": deep}]})
     assert info.value.field.startswith("parts[0].data[0][0]")
+    assert len(info.value.field) < 60  # issue 18.7: not the 5,000-step path
     assert f"more than {MAX_JSON_DEPTH} levels" in str(info.value)
     assert s.get_history() == [] and store.storage_stats().messages == 0
 

@@ -28,6 +28,7 @@ from .errors import (
     NoCompactionFunction,
     SchemaTooNew,
     StoreClosed,
+    UnreadableMessage,
 )
 from .model import (
     UNSET,
@@ -73,6 +74,7 @@ __all__ = [
     "StoreClosed",
     "StoredCompaction",
     "UNSET",
+    "UnreadableMessage",
     "create_compact_function",
     "is_compaction_message",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
@@ -47,6 +47,32 @@ def stored_compaction(row: CompactionRow) -> StoredCompaction:
         to_message_id=row.to_message_id,
         created_at=iso_ms(row.created_at),
     )
+
+
+def kept_ancestors(parents: Mapping[str, str | None]) -> dict[str, str | None]:
+    """For each doomed id (the keys of ``parents``, each mapped to its parent), the nearest
+    ancestor that is not doomed: None when every ancestor is doomed.
+
+    Each id is resolved once and remembered, so a run of any length costs one step per id, and
+    there is no step limit: a cycle among doomed ids (possible only through verbatim imports)
+    is noticed by the walk itself and resolves to None.
+    """
+    resolved: dict[str, str | None] = {}
+    for start in parents:
+        trail: list[str] = []
+        on_trail: set[str] = set()
+        node: str | None = start
+        while node is not None and node in parents and node not in resolved:
+            if node in on_trail:
+                node = None  # a cycle: no kept ancestor
+                break
+            on_trail.add(node)
+            trail.append(node)
+            node = parents[node]
+        answer = resolved[node] if node is not None and node in resolved else node
+        for doomed in trail:
+            resolved[doomed] = answer
+    return resolved
 
 
 class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a frozen dataclass
@@ -219,15 +245,11 @@ class Writer:
             if not parents:
                 return
             present = list(parents)
+            kept = kept_ancestors(parents)
             for child, parent in ops.children_of(sid, present):
                 if child in doomed:
                     continue
-                new_parent: str | None = parent
-                depth = 0
-                while new_parent in doomed and depth < 10_000:
-                    new_parent = parents.get(new_parent)
-                    depth += 1
-                ops.set_parent(sid, child, new_parent)
+                ops.set_parent(sid, child, kept.get(parent, parent))
             if self._core.search_index.ready(ops):
                 ops.fts_delete(sid, present)
             dropped = ops.drop_message_refs(sid, present)

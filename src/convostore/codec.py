@@ -14,11 +14,13 @@ import hashlib
 import json
 import math
 import re
+import sys
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._json_depth import exceeds_depth, loads_iterative, short_path, size_iterative
 from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .errors import InvalidMessage, InvalidMessageType
 from .model import Message, is_tool_type
@@ -75,11 +77,14 @@ def validate_message(message: object) -> Message:
     return msg
 
 
-MAX_JSON_DEPTH = 500
-"""How deep the search for the field to blame goes once the JSON encoder has failed.
+MAX_JSON_DEPTH = 128
+"""Deepest nesting a stored message may have: the message object is level 1, its ``parts`` list
+level 2, a part level 3. Deeper messages are refused with :class:`InvalidMessage`.
 
-The encoder itself stores any depth Python's recursion allows (about 1,000 levels); a message
-nested deeper fails there, and the search then names the container at this depth."""
+Python's JSON encoder and decoder spend one level of the call stack per level of nesting, so
+the bound leaves most of the stack (about 1,000 levels) to the caller: a message the store
+accepted reads back from a call stack hundreds of frames deep. (Rows nested deeper, written
+before the bound, still read back: :func:`loads` decodes them without recursion.)"""
 
 
 def dumps(value: Any) -> str:
@@ -88,7 +93,7 @@ def dumps(value: Any) -> str:
     A lone surrogate is written as its ``\\uXXXX`` escape so the text is valid UTF-8 and reads
     back as the same string. Raises :class:`InvalidMessage` naming the first field JSON cannot
     hold (NaN, infinity, bytes, sets, arbitrary objects, keys JSON has no text for such as
-    tuples, a container that holds itself, nesting deeper than :data:`MAX_JSON_DEPTH`).
+    tuples, a container that holds itself, an integer longer than Python writes as text).
 
     As in :mod:`json`, an ``int``, ``float``, ``bool`` or ``None`` key is written as a string
     (``{1: "a"}`` reads back as ``{"1": "a"}``) and a tuple as a list: telling them apart would
@@ -98,11 +103,34 @@ def dumps(value: Any) -> str:
         # A container that holds itself ends in RecursionError; _find_bad_value names it.
         text = compact_json(value)
     except (TypeError, ValueError, RecursionError) as exc:
-        field, problem = _find_bad_value(value, "", set(), 0)
-        raise InvalidMessage(
-            field or "message", problem or "nested too deeply to store as JSON"
-        ) from exc
+        field, problem = _find_bad_value(value)
+        if not problem:  # nothing wrong with the value: the caller's stack was too deep
+            problem = f"could not be encoded as JSON here ({type(exc).__name__}: {exc})"
+        raise InvalidMessage(short_path(field or "message"), problem) from exc
     return text if text.isascii() else escape_lone_surrogates(text)
+
+
+def check_depth(message: Message, text: str) -> None:
+    """Refuse a message whose stored ``text`` nests deeper than :data:`MAX_JSON_DEPTH`.
+
+    :raises InvalidMessage: naming the first field that is too deep (its path shortened).
+    """
+    if exceeds_depth(text, MAX_JSON_DEPTH):
+        field, problem = _find_bad_value(message)
+        raise InvalidMessage(
+            short_path(field or "message"),
+            problem or f"nested more than {MAX_JSON_DEPTH} levels deep",
+        )
+
+
+def stored_size(message: Message) -> int:
+    """UTF-8 bytes of the stored text of a message read back (:func:`dumps`), never failing:
+    a message nested deeper than the call stack allows (a row written before
+    :data:`MAX_JSON_DEPTH`) is measured without recursion."""
+    try:
+        return utf8_len(dumps(message))
+    except InvalidMessage:
+        return size_iterative(message, lambda v: utf8_len(dumps(v)))
 
 
 def escape_lone_surrogates(text: str) -> str:
@@ -126,7 +154,9 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
     if not isinstance(parts, list) or not any(
         isinstance(p, dict) and is_tool_type(p.get("type")) for p in parts
     ) or not all(isinstance(k, str) for k in message):
-        return dumps(message), {}
+        text = dumps(message)
+        check_depth(message, text)
+        return text, {}
     try:
         encoded: dict[int, str] = {}
         pieces: list[str] = []
@@ -146,49 +176,94 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
             for key, value in message.items()
         )
     except InvalidMessage:
-        return dumps(message), {}  # encode the whole message again to name the field
-    return "{" + body + "}", encoded
+        text = dumps(message)  # encode the whole message again to name the field
+        check_depth(message, text)
+        return text, {}
+    text = "{" + body + "}"
+    check_depth(message, text)
+    return text, encoded
 
 
 def loads(text: str) -> Any:
-    """Parse stored text (the inverse of :func:`dumps`)."""
-    return json.loads(text)
+    """Parse stored text (the inverse of :func:`dumps`), from any call depth.
+
+    When the C decoder runs out of call stack (deep nesting, or a caller deep in its own
+    recursion), the text is decoded again without recursion.
+
+    :raises ValueError: the text is not JSON.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return loads_iterative(text)
 
 
-def _find_bad_value(value: Any, path: str, open_: set[int], depth: int) -> tuple[str, str]:
+def _leaf_problem(value: Any) -> str:
+    """Why JSON cannot hold a value that is not a container, or ``""``."""
+    if value is None or isinstance(value, (str, bool)):
+        return ""
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:  # longer than sys.get_int_max_str_digits()
+            return (
+                f"an integer of more than {sys.get_int_max_str_digits():,} digits cannot be "
+                "written as JSON text"
+            )
+        return ""
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else f"{value!r} is not a JSON number"
+    return f"a {type(value).__name__} value cannot be stored as JSON"
+
+
+def _children(container: Any) -> Iterator[tuple[str, Any, str]]:
+    """(path step, child, problem of its key) of each member of a container."""
+    if isinstance(container, Mapping):
+        for k, v in container.items():
+            ok = k is None or isinstance(k, (str, int, float))
+            yield f".{k}", v, "" if ok else f"key {k!r} is not a string"
+    else:
+        for i, v in enumerate(container):
+            yield f"[{i}]", v, ""
+
+
+def _find_bad_value(value: Any) -> tuple[str, str]:
     """The path and the problem of the first value JSON cannot hold, or ``("", "")``.
 
-    ``open_`` holds the ids of the containers being walked (a cycle leads back to one).
+    Walked with an explicit stack (no recursion, so it works from any call depth); nesting
+    deeper than :data:`MAX_JSON_DEPTH` and a container that holds itself are problems too.
     """
-    if value is None or isinstance(value, (str, bool, int)):
-        return "", ""
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return "", ""
-        return path, f"{value!r} is not a JSON number"
-    if isinstance(value, (Mapping, list, tuple)):
-        if id(value) in open_:
-            return path or "message", "a container that holds itself cannot be stored as JSON"
-        if depth >= MAX_JSON_DEPTH:
-            return path or "message", f"nested more than {MAX_JSON_DEPTH} levels deep"
-        open_.add(id(value))
-        try:
-            if isinstance(value, Mapping):
-                for k, v in value.items():
-                    if not isinstance(k, str):
-                        return path or "message", f"key {k!r} is not a string"
-                    found = _find_bad_value(v, f"{path}.{k}" if path else k, open_, depth + 1)
-                    if found[0]:
-                        return found
-            else:
-                for i, v in enumerate(value):
-                    found = _find_bad_value(v, f"{path}[{i}]", open_, depth + 1)
-                    if found[0]:
-                        return found
-        finally:
-            open_.discard(id(value))
-        return "", ""
-    return path or "message", f"a {type(value).__name__} value cannot be stored as JSON"
+    if not isinstance(value, (Mapping, list, tuple)):
+        problem = _leaf_problem(value)
+        return ("message", problem) if problem else ("", "")
+    open_ = {id(value)}
+    # each open container: its members still to look at, its path, itself
+    stack: list[tuple[Iterator[tuple[str, Any, str]], str, Any]] = [
+        (_children(value), "", value)
+    ]
+    while stack:
+        members, path, container = stack[-1]
+        step = next(members, None)
+        if step is None:
+            stack.pop()
+            open_.discard(id(container))
+            continue
+        name, child, key_problem = step
+        if key_problem:
+            return path or "message", key_problem
+        here = path + name if path else name.removeprefix(".")
+        if isinstance(child, (Mapping, list, tuple)):
+            if id(child) in open_:
+                return here, "a container that holds itself cannot be stored as JSON"
+            if len(stack) >= MAX_JSON_DEPTH:
+                return here, f"nested more than {MAX_JSON_DEPTH} levels deep"
+            open_.add(id(child))
+            stack.append((_children(child), here, child))
+            continue
+        problem = _leaf_problem(child)
+        if problem:
+            return here, problem
+    return "", ""
 
 
 def utf8_len(text: str) -> int:

@@ -10,6 +10,7 @@ Every error derives from :class:`ConvostoreError`, so one ``except`` catches the
     ├── StoreClosed                      a store or handle used after close()
     ├── SchemaTooNew                     a database written by a newer convostore
     ├── NoCompactionFunction             compact() before on_compaction()
+    ├── UnreadableMessage                a stored row that cannot be decoded; names the message
     └── BackendError                     an engine failure; the driver's exception is __cause__
 
 Validation happens before any transaction opens, so a rejected write leaves nothing behind.
@@ -83,6 +84,23 @@ class NoCompactionFunction(ConvostoreError):
     def __init__(self, message: str = "No compaction function registered. "
                  "Call on_compaction() first.") -> None:
         super().__init__(message)
+
+
+class UnreadableMessage(ConvostoreError):
+    """A stored row cannot be decoded into a message (damaged outside convostore).
+
+    Raised by reads of that one message (:meth:`Session.get_message`,
+    :meth:`Session.get_latest_leaf`); reads of many messages leave the row out, log a warning
+    on the ``convostore`` logger and go on with the others.
+    """
+
+    def __init__(self, session_id: str, message_id: str, problem: str) -> None:
+        super().__init__(session_id, message_id, problem)
+        self.session_id, self.message_id, self.problem = session_id, message_id, problem
+
+    def __str__(self) -> str:
+        sid, mid = self.session_id, self.message_id
+        return f"message {mid!r} of session {sid!r} cannot be read: {self.problem}"
 
 
 class BackendError(ConvostoreError):

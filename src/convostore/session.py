@@ -264,23 +264,28 @@ class Session:
     def get_message(self, id: str) -> Message | None:
         """One stored message by id (no overlays), payloads inlined.
 
-        None when absent or unreadable.
+        None when absent. :raises UnreadableMessage: the stored row cannot be decoded.
         """
         sid = self.session_id
         with self._core.backend.read() as ops:
             meta = ops.row_meta(sid, id)
             if meta is None:
                 return None
-            return hydrate(ops, sid, ops.content_rows_by_seq(sid, [meta.seq])).get(id)
+            rows = ops.content_rows_by_seq(sid, [meta.seq])
+            return hydrate(ops, sid, rows, strict=True).get(id)
 
     def get_latest_leaf(self) -> Message | None:
-        """The active leaf: the most recently written message, or None for an empty session."""
+        """The active leaf: the most recently written message, or None for an empty session.
+
+        :raises UnreadableMessage: the stored row cannot be decoded.
+        """
         sid = self.session_id
         with self._core.backend.read() as ops:
             tail = ops.tail(sid)
             if tail is None:
                 return None
-            return hydrate(ops, sid, ops.content_rows_by_seq(sid, [tail[1]])).get(tail[0])
+            rows = ops.content_rows_by_seq(sid, [tail[1]])
+            return hydrate(ops, sid, rows, strict=True).get(tail[0])
 
     def get_branches(self, message_id: str) -> list[Message]:
         """The children of ``message_id`` in write order (no overlays)."""
