@@ -676,7 +676,8 @@ def test_visible_and_out_of_range_times() -> None:
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        ('{"message": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested too deeply"),
+        ('{"message": {"id": "a", "role": "user", "parts": [' + "[" * 100_000
+         + "]" * 100_000 + "]}}", "nested more than 128 levels deep"),
         ('{"message": {"id": "\\udc80", "role": "user", "parts": []}}', None),
         ('{"parent_id": "\\ud800", "message": {"id": "a", "role": "user", "parts": []}}', None),
         ('{"created_at": 100000000000000000, "message": {"id": "a", "role": "user", '
