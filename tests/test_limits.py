@@ -2,13 +2,16 @@
 
 Ids without NUL or lone surrogates and of at most ``MAX_ID_BYTES`` UTF-8 bytes, timestamps of
 years 1970 to 9999, counts and limits within 64 bits, and a search query's NUL and lone
-surrogates read as word separators. Each bad value is refused with a ``ValueError`` or
-``TypeError`` naming the argument, nothing is written, and both engines answer alike (before,
-one stored what the other refused, and the errors were the drivers' own).
+surrogates read as word separators. Each bad value is refused with ``InvalidArgument`` (a
+``ValueError``) or ``InvalidArgumentType`` (a ``TypeError``) naming the argument, or
+``InvalidMessage``/``InvalidMessageType`` naming the message field; nothing is written, and
+both engines answer alike (before, one stored what the other refused, and the errors were the
+drivers' own).
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +19,14 @@ import pytest
 from _blocking import _Blocking
 from _helpers import ids, text
 
-from convostore import InvalidMessage, InvalidMessageType, Sessions
+from convostore import (
+    ConvostoreError,
+    InvalidArgument,
+    InvalidArgumentType,
+    InvalidMessage,
+    InvalidMessageType,
+    Sessions,
+)
 from convostore._limits import MAX_COUNT, MAX_ID_BYTES, MAX_TIMESTAMP_MS
 from convostore.manager import AsyncSessionManager, SessionManager
 
@@ -113,9 +123,16 @@ def _refused(store: Sessions, call: Call, values: list[Any], name: str, error: t
             result = call(store, value)
             if hasattr(result, "__next__"):
                 next(result)
-        assert name in str(caught.value), value
-        if isinstance(caught.value, (InvalidMessage, InvalidMessageType)):
-            assert repr(caught.value.field) == name
+        exc = caught.value
+        assert isinstance(exc, ConvostoreError), exc  # the CLI reports these in one line
+        assert name in str(exc), value
+        if isinstance(exc, (InvalidMessage, InvalidMessageType)):
+            assert repr(exc.field) == name
+        else:
+            assert isinstance(exc, (InvalidArgument, InvalidArgumentType))
+            assert exc.argument == name and str(exc).startswith(name)
+        again = pickle.loads(pickle.dumps(exc))  # errors cross processes
+        assert type(again) is type(exc) and str(again) == str(exc)
         assert _snapshot(store) == before
 
 

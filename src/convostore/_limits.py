@@ -18,8 +18,9 @@ refused for both, before any transaction opens (nothing is written), with a ``Va
   are in the indexed text (:func:`search_query`).
 
 The message fields ``id`` and ``role`` raise :class:`~convostore.InvalidMessage` (a
-``ValueError``) or :class:`~convostore.InvalidMessageType` (a ``TypeError``); arguments raise
-plain ``ValueError``/``TypeError`` whose text starts with the argument's name.
+``ValueError``) or :class:`~convostore.InvalidMessageType` (a ``TypeError``) naming the field;
+arguments raise :class:`~convostore.InvalidArgument` (a ``ValueError``) or
+:class:`~convostore.InvalidArgumentType` (a ``TypeError``) naming the argument.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from .errors import InvalidMessage, InvalidMessageType
+from .errors import InvalidArgument, InvalidArgumentType, InvalidMessage, InvalidMessageType
 
 MAX_ID_BYTES = 1024
 """Most UTF-8 bytes of an id: two ids and a hash fit PostgreSQL's largest index entry."""
@@ -42,10 +43,6 @@ MAX_COUNT = 2**63 - 1
 _UNSAFE = re.compile("[\x00\ud800-\udfff]")
 
 Raise = Callable[[str, str], Exception]
-
-
-def _value_error(name: str, problem: str) -> Exception:
-    return ValueError(f"{name} {problem}")
 
 
 def _text_problem(value: str) -> str | None:
@@ -64,21 +61,21 @@ def check_id(
     *,
     optional: bool = False,
     empty: bool = True,
-    invalid: Raise = _value_error,
+    invalid: Raise = InvalidArgument,
 ) -> None:
     """Refuse ``value`` unless it is a storable id (see the module docstring).
 
     :param name: the argument or field named by the error.
     :param optional: None is accepted.
     :param empty: ``""`` is accepted (the default session, "no parent").
-    :param invalid: builds the error for a bad string (default ``ValueError``); a value that
-        is not a string raises ``TypeError``.
+    :param invalid: builds the error for a bad string (default :class:`InvalidArgument`); a
+        value that is not a string raises :class:`InvalidArgumentType`.
     """
     if value is None and optional:
         return
     if not isinstance(value, str):
         kind = "a string or None" if optional else "a string"
-        raise TypeError(f"{name} must be {kind}, not {type(value).__name__}")
+        raise InvalidArgumentType(name, f"must be {kind}, not {type(value).__name__}")
     if not value and not empty:
         raise invalid(name, "must not be empty")
     problem = _text_problem(value)
@@ -103,10 +100,10 @@ def check_text(name: str, value: object, *, optional: bool = False) -> None:
         return
     if not isinstance(value, str):
         kind = "a string or None" if optional else "a string"
-        raise TypeError(f"{name} must be {kind}, not {type(value).__name__}")
+        raise InvalidArgumentType(name, f"must be {kind}, not {type(value).__name__}")
     problem = _text_problem(value)
     if problem is not None:
-        raise ValueError(f"{name} {problem}")
+        raise InvalidArgument(name, problem)
 
 
 def check_message_keys(message_id: object, role: object) -> None:
@@ -126,12 +123,12 @@ def check_timestamp(name: str, value: object) -> int:
     """``value`` (epoch milliseconds, an int or a finite float) as an int, or an error naming
     ``name`` when it is not a number or lies outside year 1970 to 9999."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be epoch milliseconds (a number), not {value!r}")
+        raise InvalidArgumentType(name, f"must be epoch milliseconds (a number), not {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, not {value!r}")
+        raise InvalidArgument(name, f"must be a finite number, not {value!r}")
     if not MIN_TIMESTAMP_MS <= value <= MAX_TIMESTAMP_MS:
-        raise ValueError(
-            f"{name} must be epoch milliseconds from {MIN_TIMESTAMP_MS} to {MAX_TIMESTAMP_MS} "
+        raise InvalidArgument(
+            name, f"must be epoch milliseconds from {MIN_TIMESTAMP_MS} to {MAX_TIMESTAMP_MS} "
             f"(years 1970 to 9999), not {value!r}"
         )
     return int(value)
@@ -144,12 +141,12 @@ def check_count(name: str, value: object, *, negative: bool = False) -> int:
     A limit passes ``negative=True``: a limit of 0 or less asks for nothing, as before.
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        raise InvalidArgumentType(name, f"must be an int, not {type(value).__name__}")
     low = -MAX_COUNT if negative else 0
     if value > MAX_COUNT:
-        raise ValueError(f"{name} must be at most {MAX_COUNT}, not {value}")
+        raise InvalidArgument(name, f"must be at most {MAX_COUNT}, not {value}")
     if value < low:
-        raise ValueError(f"{name} must be at least {low}, not {value}")
+        raise InvalidArgument(name, f"must be at least {low}, not {value}")
     return value
 
 
@@ -157,5 +154,5 @@ def search_query(name: str, value: object) -> str:
     """A search query as the engines receive it: NUL and lone surrogates are word separators
     (as in the indexed text), so ``"deploy\\x00lock"`` searches for ``deploy lock``."""
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+        raise InvalidArgumentType(name, f"must be a string, not {type(value).__name__}")
     return _UNSAFE.sub(" ", value) if _UNSAFE.search(value) else value

@@ -5,6 +5,8 @@ Every error derives from :class:`ConvostoreError`, so one ``except`` catches the
     ConvostoreError
     ├── InvalidMessage(ValueError)       a value JSON can't hold, a bad shape; .field names it
     ├── InvalidMessageType(TypeError)    id/role not str, parts not a list; .field names it
+    ├── InvalidArgument(ValueError)      an argument outside the store's limits; .argument
+    ├── InvalidArgumentType(TypeError)   an argument of the wrong type; .argument names it
     ├── InvalidURL(ValueError)           Sessions.open can't tell which backend to use
     ├── MissingDependency(ImportError)   a postgres URL without the [postgres] extra
     ├── StoreClosed                      a store or handle used after close()
@@ -48,6 +50,31 @@ class InvalidMessageType(ConvostoreError, TypeError):
 
     def __str__(self) -> str:
         return f"message field {self.field!r}: {self.problem}"
+
+
+class InvalidArgument(ConvostoreError, ValueError):
+    """An argument is outside the store's limits (an id with a NUL, a timestamp past year
+    9999...); nothing was written. ``argument`` names it, as in ``ids[2]``."""
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(argument, problem)
+        self.argument = argument
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.argument} {self.problem}"
+
+
+class InvalidArgumentType(ConvostoreError, TypeError):
+    """An argument has the wrong type; nothing was written. ``argument`` names it."""
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(argument, problem)
+        self.argument = argument
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.argument} {self.problem}"
 
 
 class InvalidURL(ConvostoreError, ValueError):
