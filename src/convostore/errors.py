@@ -52,29 +52,32 @@ class InvalidMessageType(ConvostoreError, TypeError):
         return f"message field {self.field!r}: {self.problem}"
 
 
-class InvalidArgument(ConvostoreError, ValueError):
+class _ArgumentError(ConvostoreError):
+    """What both argument errors share, built as ``InvalidArgument(argument, problem)``."""
+
+    args: tuple[str, str]
+
+    @property
+    def argument(self) -> str:
+        """The argument's name (``leaf_id``, ``ids[2]``...)."""
+        return self.args[0]
+
+    @property
+    def problem(self) -> str:
+        """What is wrong with it (``must not contain a NUL character``)."""
+        return self.args[1]
+
+    def __str__(self) -> str:
+        return " ".join(self.args)
+
+
+class InvalidArgument(_ArgumentError, ValueError):
     """An argument is outside the store's limits (an id with a NUL, a timestamp past year
     9999...); nothing was written. ``argument`` names it, as in ``ids[2]``."""
 
-    def __init__(self, argument: str, problem: str) -> None:
-        super().__init__(argument, problem)
-        self.argument = argument
-        self.problem = problem
 
-    def __str__(self) -> str:
-        return f"{self.argument} {self.problem}"
-
-
-class InvalidArgumentType(ConvostoreError, TypeError):
+class InvalidArgumentType(_ArgumentError, TypeError):
     """An argument has the wrong type; nothing was written. ``argument`` names it."""
-
-    def __init__(self, argument: str, problem: str) -> None:
-        super().__init__(argument, problem)
-        self.argument = argument
-        self.problem = problem
-
-    def __str__(self) -> str:
-        return f"{self.argument} {self.problem}"
 
 
 class InvalidURL(ConvostoreError, ValueError):
