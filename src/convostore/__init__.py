@@ -21,6 +21,8 @@ from .compaction import COMPACTION_PREFIX, create_compact_function, is_compactio
 from .errors import (
     BackendError,
     ConvostoreError,
+    InvalidArgument,
+    InvalidArgumentType,
     InvalidMessage,
     InvalidMessageType,
     InvalidURL,
@@ -57,6 +59,8 @@ __all__ = [
     "ChangeEvent",
     "CompactResult",
     "ConvostoreError",
+    "InvalidArgument",
+    "InvalidArgumentType",
     "InvalidMessage",
     "InvalidMessageType",
     "InvalidURL",

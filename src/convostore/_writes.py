@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from . import codec
 from ._core import StoreCore
+from ._limits import check_id, check_text
 from ._rows import reassemble
 from .backends.base import CompactionRow, NewRow, Ops
 from .errors import InvalidMessage
@@ -272,13 +273,9 @@ class Writer:
         self, summary: str, from_message_id: str, to_message_id: str
     ) -> StoredCompaction:
         """Check and store one overlay record; the session's epoch moves."""
-        for name, value in (("summary", summary), ("from_message_id", from_message_id),
-                            ("to_message_id", to_message_id)):
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a string, not {type(value).__name__}")
-            if "\x00" in value:
-                raise ValueError(f"{name} must not contain a NUL character")
-        codec.dumps(summary)  # rejects text the database cannot hold, before writing
+        check_text("summary", summary)  # a column of its own: no NUL, no lone surrogate
+        check_id("from_message_id", from_message_id)
+        check_id("to_message_id", to_message_id)
         sid = self._sid
         with self._backend.write(sid) as ops:
             row = CompactionRow(

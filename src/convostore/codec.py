@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._json_depth import exceeds_depth, loads_iterative, short_path, size_iterative
+from ._limits import check_message_keys
 from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .errors import InvalidMessage, InvalidMessageType
 from .model import Message, is_tool_type
@@ -51,25 +52,16 @@ def validate_message(message: object) -> Message:
 
     A missing ``id`` is generated (the returned dict is then a copy). Raises
     :class:`InvalidMessageType` when the message is not a mapping, ``id`` or ``role`` is not a
-    string, or ``parts`` is not a list; :class:`InvalidMessage` for an empty role.
+    string, or ``parts`` is not a list; :class:`InvalidMessage` for an id or role the store
+    cannot hold (empty id, NUL, lone surrogate, id over the length limit: see
+    :mod:`convostore._limits`).
     """
     if not isinstance(message, Mapping):
         raise InvalidMessageType("message", f"expected a mapping, got {type(message).__name__}")
     msg: Message = message if isinstance(message, dict) else dict(message)
     if "id" not in msg or msg["id"] is None:
         msg = {"id": new_message_id(), **{k: v for k, v in msg.items() if k != "id"}}
-    mid = msg["id"]
-    if not isinstance(mid, str):
-        raise InvalidMessageType("id", f"expected a string, got {type(mid).__name__}")
-    if mid == "":
-        raise InvalidMessage("id", "must not be empty")
-    if "\x00" in mid:
-        raise InvalidMessage("id", "must not contain a NUL character")
-    role = msg.get("role")
-    if not isinstance(role, str):
-        raise InvalidMessageType("role", f"expected a string, got {type(role).__name__}")
-    if "\x00" in role:
-        raise InvalidMessage("role", "must not contain a NUL character")
+    check_message_keys(msg["id"], msg.get("role"))  # id limits, role text (see _limits)
     if "parts" not in msg:
         raise InvalidMessageType("parts", "missing; expected a list")
     if not isinstance(msg["parts"], list):

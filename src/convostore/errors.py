@@ -5,6 +5,8 @@ Every error derives from :class:`ConvostoreError`, so one ``except`` catches the
     ConvostoreError
     ├── InvalidMessage(ValueError)       a value JSON can't hold, a bad shape; .field names it
     ├── InvalidMessageType(TypeError)    id/role not str, parts not a list; .field names it
+    ├── InvalidArgument(ValueError)      an argument outside the store's limits; .argument
+    ├── InvalidArgumentType(TypeError)   an argument of the wrong type; .argument names it
     ├── InvalidURL(ValueError)           Sessions.open can't tell which backend to use
     ├── MissingDependency(ImportError)   a postgres URL without the [postgres] extra
     ├── StoreClosed                      a store or handle used after close()
@@ -49,6 +51,34 @@ class InvalidMessageType(ConvostoreError, TypeError):
 
     def __str__(self) -> str:
         return f"message field {self.field!r}: {self.problem}"
+
+
+class _ArgumentError(ConvostoreError):
+    """What both argument errors share, built as ``InvalidArgument(argument, problem)``."""
+
+    args: tuple[str, str]
+
+    @property
+    def argument(self) -> str:
+        """The argument's name (``leaf_id``, ``ids[2]``...)."""
+        return self.args[0]
+
+    @property
+    def problem(self) -> str:
+        """What is wrong with it (``must not contain a NUL character``)."""
+        return self.args[1]
+
+    def __str__(self) -> str:
+        return " ".join(self.args)
+
+
+class InvalidArgument(_ArgumentError, ValueError):
+    """An argument is outside the store's limits (an id with a NUL, a timestamp past year
+    9999...); nothing was written. ``argument`` names it, as in ``ids[2]``."""
+
+
+class InvalidArgumentType(_ArgumentError, TypeError):
+    """An argument has the wrong type; nothing was written. ``argument`` names it."""
 
 
 class InvalidURL(ConvostoreError, ValueError):

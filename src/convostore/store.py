@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ._core import Listener, StoreCore, reserved_keys
 from ._legacy import lift
+from ._limits import check_id
 from .backends._engines import open_backend
 from .backends.base import Backend
 from .errors import StoreClosed
@@ -138,10 +139,7 @@ class Sessions:
         ``store.session("a").on_compaction(fn)`` still applies to later ``store.session("a")``.
         An unconfigured handle nobody holds is dropped; the next call makes a new one.
         """
-        if not isinstance(session_id, str):
-            raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
-        if "\x00" in session_id:
-            raise ValueError("session_id must not contain a NUL character")
+        check_id("session_id", session_id)  # a string the store can hold (see _limits)
         if self._core.closed:
             raise StoreClosed("the store is closed")
         with self._lock:
