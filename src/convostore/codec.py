@@ -632,8 +632,14 @@ def base64_len(byte_count: int) -> int:
     return (byte_count + 2) // 3 * 4
 
 
+_UNINDEXABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def message_text(message: Message) -> str:
-    """The searchable text of a message: its ``text`` parts joined by one space (§8.1)."""
+    """The searchable text of a message: its ``text`` parts joined by one space (§8.1).
+
+    NUL and lone surrogates become spaces: no engine's index can hold them, and a search query
+    treats them as word separators too."""
     parts = message.get("parts")
     if not isinstance(parts, list):
         return ""
@@ -642,7 +648,8 @@ def message_text(message: Message) -> str:
         for p in parts
         if isinstance(p, dict) and p.get("type") == "text"
     ]
-    return " ".join(t for t in texts if t)
+    text = " ".join(t for t in texts if t)
+    return _UNINDEXABLE.sub(" ", text) if _UNINDEXABLE.search(text) else text
 
 
 def is_valid_stored(value: object) -> bool:
