@@ -244,7 +244,7 @@ def test_text_no_index_can_hold_is_searchable_around_it(store: Sessions, odd: st
     s = store.session()
     written = f"deploy{odd}lock failed"
     s.append_message(text("before", written))
-    assert [h.id for h in store.search("lock")] == ["before"]  # builds the index over the stored row
+    assert [h.id for h in store.search("lock")] == ["before"]  # builds the index
     s.append_message(text("after", f"rollback{odd}done"))  # indexed by its write
     assert [h.id for h in store.search("rollback")] == ["after"]
     assert [h.content for h in s.search("deploy")] == ["deploy lock failed"]
