@@ -11,7 +11,7 @@ import pytest
 from _helpers import ids, text
 from _storage import count_rows, stored_row
 
-from convostore import ChangeEvent, Sessions
+from convostore import ChangeEvent, InvalidMessage, Sessions
 from convostore.codec import POINTER_PREFIX
 
 
@@ -356,3 +356,100 @@ def test_a_delete_racing_an_append_of_the_same_payload(store: Sessions) -> None:
     b.clear_messages()
     assert store.storage_stats().attachments == 0  # no orphan either
     assert ids(a.get_history()) == []
+
+
+# --- issue 18: the media type belongs to the message; clients cannot name payloads ------------
+
+
+def file_part(data: bytes, media_type: str, *, declared: bool) -> dict[str, Any]:
+    url = f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+    return {"type": "file", "mediaType": media_type, "url": url} if declared else {
+        "type": "file", "url": url}
+
+
+def test_a_data_url_reads_back_with_its_own_media_type_whoever_stored_the_bytes_first(
+    store: Sessions,
+) -> None:
+    data = payload(3_000)
+    first = {"id": "png", "role": "user",
+             "parts": [file_part(data, "image/png", declared=False)]}
+    store.session("a").append_message(first)
+    b = store.session("b")
+    later: list[dict[str, Any]] = [
+        {"id": "pdf", "role": "user",
+         "parts": [file_part(data, "application/pdf", declared=False)]},
+        {"id": "both", "role": "user", "parts": [
+            file_part(data, "image/jpeg", declared=False),
+            file_part(data, "image/png;name=a.png", declared=False),
+            file_part(data, "application/zip", declared=True),
+            {"type": "data-x", "mediaType": "audio/wav", "data": base64.b64encode(data).decode()},
+        ]},
+    ]
+    for m in later:
+        assert b.append_message(m).message == m
+    assert store.storage_stats().attachments == 1
+    for m in later:
+        assert b.get_message(m["id"]) == m
+    assert b.get_history() == later
+    assert list(b.history(newest_first=True)) == later[::-1]
+    assert b.get_recent_history(10_000_000).messages == later
+    store.session("a").delete_messages(["png"])
+    assert b.get_history() == later
+    assert store.session("a").get_history() == []
+
+
+def test_an_updated_data_url_reads_back_with_its_new_media_type(store: Sessions) -> None:
+    s = store.session()
+    data = payload(2_000)
+    s.append_message({"id": "m", "role": "user", "parts": [file_part(data, "image/png",
+                                                                      declared=False)]})
+    edited = {"id": "m", "role": "user", "parts": [file_part(data, "image/webp", declared=False)]}
+    assert s.update_message(edited) == edited
+    assert s.get_message("m") == edited
+
+
+def victim_digest(store: Sessions) -> tuple[bytes, str]:
+    data = payload(8_000, seed=7)
+    store.session("victim").append_message(image("secret", data))
+    return data, hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("where", ["url", "typed-url", "nested-data"])
+def test_a_client_cannot_reference_another_sessions_payload(store: Sessions, where: str) -> None:
+    _data, digest = victim_digest(store)
+    pointer = POINTER_PREFIX + digest
+    part: dict[str, Any]
+    if where == "url":
+        part, field = {"type": "file", "mediaType": "image/png", "url": pointer}, "parts[1].url"
+    elif where == "typed-url":
+        part, field = {"type": "file", "url": "data:image/png;base64," + pointer}, "parts[1].url"
+    else:
+        part = {"type": "tool-x", "toolCallId": "c", "state": "output-available", "input": {},
+                "output": {"items": [{"mediaType": "image/png", "data": pointer}]}}
+        field = "parts[1].output.items[0].data"
+    msg = {"id": "steal", "role": "user", "parts": [{"type": "text", "text": "hi"}, part]}
+    attacker = store.session("attacker")
+    with pytest.raises(InvalidMessage) as info:
+        attacker.append_message(msg, source="client")
+    assert info.value.field == field
+    with pytest.raises(InvalidMessage) as info:
+        attacker.upsert_message(msg, source="client")
+    assert info.value.field == field
+    assert attacker.get_history() == []
+    attacker.append_message(text("steal", "harmless"), source="client")
+    with pytest.raises(InvalidMessage):
+        attacker.update_message(msg, source="client")
+    assert attacker.get_message("steal") == text("steal", "harmless")
+    assert refs(store) == 1
+    store.session("victim").delete_messages(["secret"])
+    assert store.storage_stats().attachments == 0  # nothing of the attacker kept it alive
+
+
+def test_a_client_may_write_pointer_like_text_and_its_own_media(store: Sessions) -> None:
+    _data, digest = victim_digest(store)
+    s = store.session("c")
+    msg = image("own", payload(1_000, seed=2))
+    msg["parts"][0]["text"] = "see attachment:sha256:" + digest
+    assert s.append_message(msg, source="client").message == msg
+    assert s.get_message("own") == msg
+    assert s.update_message(msg, source="client") == msg

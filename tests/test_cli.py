@@ -11,16 +11,24 @@ import base64
 import importlib.util
 import io
 import json
+import os
+import sqlite3
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from _helpers import ids, text
+from conftest import PG_URL
 
 from convostore import Sessions
+from convostore._cli_text import Output, visible, when
+from convostore.backends._engines import display_url, local_file, parse_url
 from convostore.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -333,7 +341,7 @@ def test_import_without_parent_ids_chains_lines(
         ('{"parent_id": 5, "message": {"id": "b", "role": "user", "parts": []}}\n',
          "line 2: parent_id must be a string or null"),
         ('{"created_at": "today", "message": {"id": "b", "role": "user", "parts": []}}\n',
-         "line 2: created_at must be epoch milliseconds"),
+         "line 2: created_at must be epoch milliseconds from 0 to 253402300799999 (year 9999)"),
         ('{"message": {"id": 7, "role": "user", "parts": []}}\n',
          "line 2: message field 'id': expected a string, got int"),
     ],
@@ -370,7 +378,7 @@ def test_read_commands_do_not_create_a_database(
 ) -> None:
     path = tmp_path / "missing.db"
     argv = [command[0], str(path), *[a for a in command[1:] if a != "--"]]
-    assert run(argv, capsys) == (1, "", f"convostore: error: no database at {path}\n")
+    assert run(argv, capsys) == (1, "", f"convostore: error: no convostore data at {path}\n")
     assert not path.exists()
 
 
@@ -483,6 +491,243 @@ def test_demo_starts_fresh_and_never_deletes_other_files(
     assert notes.read_text() == "precious"
 
 
+# --- issue 18: one-line failures, visible control characters, read-only reads -------------
+# These run on both engines: a SQLite file, and a PostgreSQL database of the test's own (the
+# command line takes a URL, not the suite's schema= option).
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database (dropped afterwards); skips without a
+    server, as the suite's ``postgres`` backend does."""
+    if not PG_URL:
+        pytest.skip("CONVOSTORE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test")
+    import psycopg
+
+    name = f"cs_cli_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield psycopg.conninfo.make_conninfo(PG_URL, dbname=name)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite-file", "postgres"])
+def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty database the command line may use: a file path that does not exist
+    yet, or a new PostgreSQL database (:func:`pg_url`)."""
+    if request.param == "sqlite-file":
+        return str(tmp_path / "cli.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def _tables(url: str) -> list[str]:
+    """The tables of the database at ``url``, looked at with the driver (no store opened)."""
+    target = local_file(url)
+    if target is not None:
+        if not os.path.exists(target):
+            return []
+        with closing(sqlite3.connect(f"file:{target}?mode=ro", uri=True)) as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname NOT IN "
+            "('pg_catalog', 'information_schema')")]
+
+
+def _import(url: str, session: str, lines: list[object], capsys: pytest.CaptureFixture[str],
+            tmp_path: Path) -> tuple[int, str, str]:
+    dump = tmp_path / "in.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return run(["import", url, session, str(dump)], capsys)
+
+
+@pytest.mark.parametrize("command", [["ls"], ["show"], ["search", "q"], ["export", "s"],
+                                     ["stats"]])
+def test_read_commands_leave_an_empty_database_empty(
+    cli_url: str, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """Issue 18 item 10: `stats empty.txt` made a database of an empty file, `ls` on an empty
+    PostgreSQL database created the tables."""
+    path = local_file(cli_url)
+    if path is not None:
+        Path(path).write_bytes(b"")
+    shown = display_url(cli_url)
+    assert run([command[0], cli_url, *command[1:]], capsys) == (
+        1, "", f"convostore: error: no convostore data at {shown}\n")
+    assert _tables(cli_url) == []
+    if path is not None:
+        assert os.path.getsize(path) == 0
+
+
+def test_a_libpq_key_value_string_opens_postgresql_and_hides_its_password(
+    pg_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 18 item 10: ``host=... dbname=...`` became a SQLite file of that name; a password
+    never shows, in either form."""
+    import psycopg
+
+    monkeypatch.chdir(tmp_path)
+    fields = psycopg.conninfo.conninfo_to_dict(pg_url)
+    keyvalue = " ".join(f"{k}={v}" for k, v in fields.items()) + " password=s3cret"
+    assert parse_url(keyvalue).engine.name == "postgres"
+    assert parse_url("./host=x.db").engine.name == "sqlite"
+    assert parse_url("host=x.db notakey=1").engine.name == "sqlite"
+    code, out, err = run(["ls", keyvalue], capsys)
+    assert (code, out) == (1, "")
+    assert err == f"convostore: error: no convostore data at {display_url(keyvalue)}\n"
+    assert "password=***" in err
+    assert _import(keyvalue, "s", [{"message": text("m1", "hi")}], capsys, tmp_path)[0] == 0
+    code, out, err = run(["ls", keyvalue], capsys)
+    assert (code, out.splitlines()[1].split()[:2], err) == (0, ["s", "1"], "")
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]  # no file named like the string
+    for unreachable in (f"host={fields['host']} port=1 password=s3cret",
+                        f"postgresql://{fields['user']}:s3cret@{fields['host']}:1/x"):
+        code, out, err = run(["show", unreachable, "s"], capsys)
+        assert (code, out, err.count("\n")) == (1, "", 1)
+        assert err.startswith("convostore: error: cannot open PostgreSQL database")
+        assert "s3cret" not in err
+
+
+def test_demo_never_shows_a_password(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18 item 10, the same leak elsewhere: demo printed its URL, password included."""
+    import psycopg
+
+    url = psycopg.conninfo.make_conninfo(pg_url, password="s3cret")
+    code, out, err = run(["demo", url], capsys)
+    assert (code, err) == (0, "")
+    assert "s3cret" not in out and "password=***" in out
+
+
+HOSTILE_SESSION = "s\x1b]0;pwned\x07"
+HOSTILE = {"id": "m\x1b[2J", "role": "user\x1b[31m", "parts": [
+    {"type": "text", "text": "deploy \x1b]8;;http://evil\x07link\x1b]8;;\x07 \u202eok\x85"}]}
+
+
+def test_control_characters_in_stored_data_are_shown_visibly(
+    cli_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 18 item 9: escapes in session ids, message ids, roles and text were printed raw.
+    Human-readable output shows them as escapes; export stays exact."""
+    assert _import(cli_url, HOSTILE_SESSION, [{"message": HOSTILE}], capsys, tmp_path)[0] == 0
+    outputs = {
+        "ls": run(["ls", cli_url], capsys),
+        "show": run(["show", cli_url, HOSTILE_SESSION], capsys),
+        "tree": run(["show", cli_url, HOSTILE_SESSION, "--tree"], capsys),
+        "search": run(["search", cli_url, "deploy"], capsys),
+        "missing": run(["show", cli_url, "x\x1b[2J"], capsys),
+    }
+    for name, (_code, out, err) in outputs.items():
+        shown = out + err
+        assert not any(c in shown for c in "\x1b\x07\u202e\x85\udc80"), name
+        assert "\\x1b" in shown, name
+    assert outputs["ls"][1].splitlines()[1].startswith("s\\x1b]0;pwned\\x07  1 ")
+    assert outputs["show"][1].splitlines()[0] == "  1  user\\x1b[31m  m\\x1b[2J"
+    assert outputs["missing"] == (
+        1, "", f"convostore: error: no session x\\x1b[2J in {display_url(cli_url)}\n")
+    code, out, err = run(["export", cli_url, HOSTILE_SESSION], capsys)
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"parent_id": None, "message": HOSTILE}
+
+
+def test_a_lone_surrogate_in_stored_text_is_shown_not_a_traceback(
+    cli_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 18 items 8 and 9: text may hold a lone surrogate (it round-trips), and writing it
+    to a UTF-8 stdout raised UnicodeEncodeError; it is shown as its escape."""
+    message = text("m1", "half \udc80 a pair")
+    assert _import(cli_url, "s", [{"message": message}], capsys, tmp_path)[0] == 0
+    assert run(["show", cli_url, "s"], capsys) == (
+        0, '  1  user  m1\n       text "half \\udc80 a pair"\n', "")
+    code, out, err = run(["export", cli_url, "s"], capsys)
+    assert (code, err, json.loads(out)["message"]) == (0, "", message)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_rich_output_shows_control_characters_and_reads_no_markup() -> None:
+    """Issue 18 item 9, the rich side: cells were read as markup (a stored ``[link=...]``
+    became a link) and escapes reached the terminal."""
+    pytest.importorskip("rich")
+    stream = _Terminal()
+    out = Output(stream)
+    assert out.console is not None
+    out.table(["SESSION", "TEXT"], [["[link=http://evil]s[/link]", "a\x1b]0;x\x07b"]])
+    out.line("m\x1b[2J [bold]x[/bold]")
+    shown = stream.getvalue()
+    assert "[link=http://evil]s[/link]" in shown and "[bold]x[/bold]" in shown
+    assert "\x1b]" not in shown and "\x07" not in shown and "\x1b[2J" not in shown
+    assert "a\\x1b]0;x\\x07b" in shown and "m\\x1b[2J" in shown
+
+
+def test_visible_and_out_of_range_times() -> None:
+    assert visible("a\x00b\x1b\x7f\x9b\u202e\u2028\udc80 é ✓") == (
+        "a\\x00b\\x1b\\x7f\\x9b\\u202e\\u2028\\udc80 é ✓")
+    assert when(10**17) == "100000000000000000 ms since 1970"
+    assert when(-(2**63)) == f"{-(2**63)} ms since 1970"
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"message": {"id": "a", "role": "user", "parts": [' + "[" * 100_000
+         + "]" * 100_000 + "]}}", "nested more than 128 levels deep"),
+        ('{"message": {"id": "\\udc80", "role": "user", "parts": []}}', None),
+        ('{"parent_id": "\\ud800", "message": {"id": "a", "role": "user", "parts": []}}', None),
+        ('{"created_at": 100000000000000000, "message": {"id": "a", "role": "user", '
+         '"parts": []}}', "created_at must be epoch milliseconds from 0 to 253402300799999"),
+        ('{"created_at": 9223372036854775808, "message": {"id": "a", "role": "user", '
+         '"parts": []}}', "created_at must be epoch milliseconds from 0 to 253402300799999"),
+        ('{"created_at": -1, "message": {"id": "a", "role": "user", "parts": []}}',
+         "created_at must be epoch milliseconds from 0 to 253402300799999"),
+    ],
+)
+def test_import_failures_are_one_line_and_ls_still_works(
+    cli_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, line: str,
+    problem: str | None,
+) -> None:
+    """Issue 18 item 8: deep JSON, lone surrogates and absurd times gave tracebacks, or were
+    stored so that `ls` could not print them."""
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text(line + "\n", encoding="utf-8")
+    code, out, err = run(["import", cli_url, "s", str(dump)], capsys)
+    assert (code, out, err.count("\n")) == (1, "", 1)
+    assert err.startswith(f"convostore: error: {dump} line 1: ")
+    assert problem is None or problem in err
+    assert "\udc80" not in err and "\ud800" not in err
+    assert run(["ls", cli_url], capsys) == (0, "no sessions\n", "")
+
+
+def test_bad_arguments_are_one_line_errors(
+    cli_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 18 item 8: ids from the command line that are not UTF-8 (lone surrogates), and
+    a search limit no engine takes, gave tracebacks."""
+    assert _import(cli_url, "s", [{"message": text("m1", "hi")}], capsys, tmp_path)[0] == 0
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe{}\n")
+    for argv, problem in [
+        (["show", cli_url, "s", "--leaf", "\udcff"], "--leaf is not valid UTF-8: \\udcff"),
+        (["export", cli_url, "s", "--leaf", "\udcff"], "--leaf is not valid UTF-8: \\udcff"),
+        (["search", cli_url, "h\udcffi"], "QUERY is not valid UTF-8: h\\udcffi"),
+        (["search", cli_url, "hi", "--limit", str(2**63)],
+         "--limit must be from 1 to 10000, not 9223372036854775808"),
+        (["search", cli_url, "hi", "--limit", "0"], "--limit must be from 1 to 10000, not 0"),
+        (["import", cli_url, "\udcff", str(tmp_path / "in.jsonl")],
+         "SESSION is not valid UTF-8: \\udcff"),
+        (["show", cli_url, "\udcff"], f"no session \\udcff in {display_url(cli_url)}"),
+        (["import", cli_url, "s", str(binary)],
+         "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+    ]:
+        assert run(argv, capsys) == (1, "", f"convostore: error: {problem}\n"), argv
+
+
 # --- subprocess: the real entry point -------------------------------------------------------
 
 
@@ -506,7 +751,7 @@ def test_subprocess_demo_then_show(tmp_path: Path) -> None:
 def test_subprocess_exit_codes(tmp_path: Path) -> None:
     missing = _cli("show", "missing.db", cwd=tmp_path)
     assert (missing.returncode, missing.stdout) == (1, "")
-    assert missing.stderr == "convostore: error: no database at missing.db\n"
+    assert missing.stderr == "convostore: error: no convostore data at missing.db\n"
     assert not (tmp_path / "missing.db").exists()
     usage = _cli(cwd=tmp_path)
     assert usage.returncode == 2

@@ -411,6 +411,57 @@ def test_directory_skills_round_trip_front_matter_lookalikes(tmp_path: Path) -> 
     assert skills.get() == "- doc\n- multi: line one line two"
 
 
+def test_directory_skills_read_only_valid_keys_inside_the_directory(
+    store: Sessions, tmp_path: Path
+) -> None:
+    # Issue 18 item 13: a long key raised OSError, hidden keys loaded, the reply showed the path.
+    root = tmp_path / "skills"
+    write_skill(root, "pirate", "Arr!", "Talk like a pirate")
+    write_skill(root, ".secret", "hidden file")
+    write_skill(root, "tools/.hidden", "hidden too")
+    write_skill(root, ".dir/inner", "in a hidden directory")
+    write_skill(tmp_path, "outside", "not a skill")
+    write_skill(tmp_path, "elsewhere/inner", "not a skill either")
+    (root / "link.md").symlink_to(tmp_path / "outside.md")
+    (root / "linked").symlink_to(tmp_path / "elsewhere")
+    skills = DirectorySkillProvider(root)
+    assert skills.get() == "- pirate: Talk like a pirate"
+    context = Context(store.session()).with_context("skills", provider=skills)
+    outside = str(tmp_path / "outside")
+    for key in ["x" * 300, "/".join(["d" * 200] * 30), ".secret", "tools/.hidden",
+                ".dir/inner", "link", "linked/inner", "../outside", outside, outside[1:] + "/..",
+                "pirate\x00", "pirate\n", "\udc80", "."]:
+        assert skills.load(key) is None, key
+        reply = context.execute("load_context", {"label": "skills", "key": key})
+        assert reply == f"Not found: {key}"
+    assert context.execute("load_context", {"label": "skills", "key": "pirate"}) == "Arr!"
+    for key in [".secret", "x" * 300, "a\nb", "../x", "/abs", "linked/new", "a/./b", "\udc80"]:
+        with pytest.raises(ValueError, match="invalid skill key"):
+            skills.set(key, "x")
+    with pytest.raises(TypeError, match="skill key must be a string"):
+        skills.set(3, "x")  # type: ignore[arg-type]
+    assert not (tmp_path / "elsewhere" / "new.md").exists()
+
+
+def test_directory_skill_errors_name_the_key_not_the_path(store: Sessions, tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    (root / "pirate-style.md").mkdir(parents=True)  # a directory where the file would go
+    skills = DirectorySkillProvider(root)
+    context = Context(store.session()).with_context("skills", provider=skills)
+    reply = context.execute("set_context", {"label": "skills", "content": "Arr!",
+                                            "metadata": {"title": "Pirate Style"}})
+    assert reply.startswith("Error: ") and "skill 'pirate-style' cannot be written" in reply
+    assert str(tmp_path) not in reply
+    with pytest.raises(OSError, match="skill 'pirate-style' cannot be written") as caught:
+        skills.set("pirate-style", "Arr!")
+    assert str(tmp_path) not in str(caught.value)
+    (root / "latin.md").write_bytes(b"\xff\xfe not UTF-8")
+    reply = context.execute("load_context", {"label": "skills", "key": "latin"})
+    assert reply == "Error: skill 'latin' is not UTF-8 text"
+    with pytest.raises(ValueError, match="must not hold"):
+        DirectorySkillProvider(root, suffix="/../x.md")
+
+
 def test_skill_tools_follow_the_providers(store: Sessions) -> None:
     readonly = Context(store.session()).with_context("skills", provider=Skills({"a": "A"}))
     assert names(readonly.tools()) == ["load_context", "unload_context"]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
 import pytest
 from _helpers import ids, text
+from _storage import execute, writing
 
-from convostore import ChangeEvent, Sessions
-from convostore.codec import ROW_BUDGET, split_content
+from convostore import ChangeEvent, InvalidMessage, Session, Sessions, UnreadableMessage
+from convostore.backends._schema import MESSAGES
+from convostore.codec import MAX_JSON_DEPTH, ROW_BUDGET, split_content
+
+T = TypeVar("T")
 
 # --- slice boundaries (pure, budget 16) ----------------------------------------------------
 
@@ -156,3 +164,105 @@ def test_a_newest_first_read_never_mixes_two_versions_of_a_large_message(
     assert set(got["parts"][0]["text"]) in ({"B"}, {"Z"})  # one version, whichever it is
     assert got == old  # read with the window that held it
     assert next(reading)["id"] == "a"
+
+
+# --- deep nesting (issue 18.4, 18.7): what is accepted reads back from any call depth -------
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    """A message nested ``levels`` levels deep in all (the message object is level 1)."""
+    data: Any = "bottom"
+    for _ in range(levels - 3):  # the message, its parts list and the part are three levels
+        data = [data]
+    return {"id": f"deep{levels}", "role": "user", "parts": [{"type": "data-x", "data": data}]}
+
+
+def _from_deep_stack(frames: int, read: Callable[[], T]) -> T:
+    """``read()`` called from inside a recursion ``frames`` frames deep."""
+    if frames <= 0:
+        return read()
+    return _from_deep_stack(frames - 1, read)
+
+
+READS: dict[str, Callable[[Session, str], object]] = {
+    "get_message": lambda s, mid: s.get_message(mid),
+    "get_history": lambda s, mid: s.get_history(),
+    "history": lambda s, mid: list(s.history()),
+    "newest_first": lambda s, mid: list(s.history(newest_first=True)),
+    "history_batches": lambda s, mid: [m for b in s.history_batches() for m in b],
+    "get_recent_history": lambda s, mid: s.get_recent_history(10**9).messages,
+    "get_latest_leaf": lambda s, mid: s.get_latest_leaf(),
+}
+
+
+@pytest.mark.parametrize("levels", [MAX_JSON_DEPTH, 500, 990])
+def test_a_message_is_refused_or_reads_back_from_a_deep_call_stack(
+    store: Sessions, levels: int
+) -> None:
+    """Issue 18.4: a message nested ~980 levels deep was accepted, then every read of its
+    session raised RecursionError when called from a moderately deep stack."""
+    s = store.session()
+    s.append_message(text("before", "kept"))
+    message = _nested(levels)
+    try:
+        s.append_message(message)
+    except InvalidMessage as exc:
+        assert levels > MAX_JSON_DEPTH and f"more than {MAX_JSON_DEPTH} levels" in str(exc)
+        assert ids(s.get_history()) == ["before"]
+        return
+    assert levels <= MAX_JSON_DEPTH
+    for name, read in READS.items():
+        got = _from_deep_stack(700, partial(read, s, message["id"]))
+        expected: object = message
+        if name in ("get_history", "history", "history_batches", "get_recent_history"):
+            expected = [text("before", "kept"), message]
+        elif name == "newest_first":
+            expected = [message, text("before", "kept")]
+        assert got == expected, name
+
+
+def test_a_row_stored_deeper_than_the_limit_still_reads_back(store: Sessions) -> None:
+    """Rows written before the bound (or by another writer) decode without recursion, so the
+    session stays readable from a deep stack, and a row that cannot be decoded at all is left
+    out while the others read on."""
+    s = store.session()
+    for mid in ("a", "b", "c"):
+        s.append_message(text(mid, mid))
+    deep = "[" * 5000 + "]" * 5000
+    with writing(store) as ops:
+        execute(ops, f"UPDATE {MESSAGES} SET content = ? WHERE session_id = ? AND id = ?",
+                ('{"id":"b","role":"user","parts":[{"type":"data-x","data":' + deep + "}]}",
+                 "", "b"))
+        execute(ops, f"UPDATE {MESSAGES} SET content = ? WHERE session_id = ? AND id = ?",
+                ('{"id":"c","role":', "", "c"))
+    got = _from_deep_stack(700, s.get_history)
+    assert ids(got) == ["a", "b"]
+    value = got[1]["parts"][0]["data"]
+    for _ in range(4999):
+        value = value[0]
+    assert value == []
+    batches = _from_deep_stack(700, lambda: list(s.history_batches(max_batch_bytes=100)))
+    assert [ids(b) for b in batches] == [["a"], ["b"]]  # measured without recursion too
+    with pytest.raises(UnreadableMessage, match="'c'"):
+        _from_deep_stack(700, lambda: s.get_message("c"))
+    with pytest.raises(UnreadableMessage, match="'c'"):
+        s.get_latest_leaf()
+
+
+def test_refusals_name_a_short_path_and_the_real_problem(store: Sessions) -> None:
+    """Issue 18.7: a huge integer was refused as "nested too deeply", and a deep-nesting error
+    carried a 1,500-character field path."""
+    s = store.session()
+    big = {"id": "n", "role": "user", "parts": [{"type": "data-x", "data": [1, 10**5000]}]}
+    with pytest.raises(InvalidMessage) as info:
+        s.append_message(big)
+    assert info.value.field == "parts[0].data[1]"
+    assert "digits" in info.value.problem and "nested" not in info.value.problem
+    with pytest.raises(InvalidMessage) as info:
+        s.append_message(_nested(600))
+    assert info.value.field.startswith("parts[0].data[0][0]") and len(info.value.field) < 60
+    assert len(str(info.value)) < 120
+    with pytest.raises(InvalidMessage) as info:
+        s.append_message(_nested(MAX_JSON_DEPTH + 1))
+    assert f"more than {MAX_JSON_DEPTH} levels" in info.value.problem
+    assert s.get_history() == [] and store.storage_stats().messages == 0

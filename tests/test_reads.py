@@ -9,7 +9,7 @@ import pytest
 from _helpers import ids, text
 from _storage import execute, writing
 
-from convostore import COMPACTION_PREFIX, Sessions
+from convostore import COMPACTION_PREFIX, ConvostoreError, Sessions, UnreadableMessage
 from convostore.backends._sql import SqlOps
 
 
@@ -153,7 +153,9 @@ def test_skips_a_corrupted_row_without_dropping_others(store: Sessions) -> None:
         )
     got = ids(s.get_history())
     assert len(got) == 59 and "m30" not in got
-    assert s.get_message("m30") is None
+    with pytest.raises(UnreadableMessage, match="'m30' of session ''") as info:
+        s.get_message("m30")  # issue 18.4: a read of that one message says which and why
+    assert info.value.message_id == "m30" and isinstance(info.value, ConvostoreError)
 
 
 # --- newest first ---------------------------------------------------------------------------

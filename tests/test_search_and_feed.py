@@ -235,3 +235,18 @@ def test_events_fire_after_commit(store: Sessions) -> None:
     store.subscribe(lambda e: observed.append(s.get_message("a")))
     s.append_message(text("a", "committed"))
     assert observed == [text("a", "committed")]
+
+
+@pytest.mark.parametrize("odd", ["\udc80", "\ud800", "\x00"])
+def test_text_no_index_can_hold_is_searchable_around_it(store: Sessions, odd: str) -> None:
+    """A lone surrogate or NUL in text (which the store keeps) is a word separator in the
+    index, on every engine: before, SQLite's index build failed on it and every search after."""
+    s = store.session()
+    written = f"deploy{odd}lock failed"
+    s.append_message(text("before", written))
+    assert [h.id for h in store.search("lock")] == ["before"]  # builds the index
+    s.append_message(text("after", f"rollback{odd}done"))  # indexed by its write
+    assert [h.id for h in store.search("rollback")] == ["after"]
+    assert [h.content for h in s.search("deploy")] == ["deploy lock failed"]
+    stored = s.get_message("before")
+    assert stored is not None and stored["parts"][0]["text"] == written

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -14,8 +16,10 @@ from convostore import (
     ChangeEvent,
     InvalidMessage,
     InvalidMessageType,
+    Message,
     Sessions,
 )
+from convostore._writes import kept_ancestors
 
 
 def test_appends_a_chain_follows_the_latest_leaf_and_round_trips(store: Sessions) -> None:
@@ -119,6 +123,39 @@ def test_splices_children_to_the_grandparent_on_mid_chain_delete(store: Sessions
     s.delete_messages(["s3"])
     assert ids(s.get_history()) == ["s1"]
     assert s.get_latest_leaf() == text("s1", "1")
+
+
+@pytest.mark.slow
+def test_deleting_a_run_longer_than_10000_keeps_older_history(store: Sessions) -> None:
+    """Issue 18.3: the splice walk had a 10,000-step cap, so the survivor of a longer deleted
+    run pointed at a deleted row and the history lost everything older."""
+    s = store.session()
+    n = 10_050
+    for i in range(n):
+        s.append_message(text(f"d{i}", "x"))
+    s.delete_messages([f"d{i}" for i in range(1, n - 1)])
+    assert ids(s.get_history()) == ["d0", f"d{n - 1}"]
+    assert [m["id"] for m in s.get_branches("d0")] == [f"d{n - 1}"]
+
+
+def test_splice_resolves_each_deleted_run_once_and_survives_cycles() -> None:
+    """Issue 18.3: the nearest kept ancestor of every doomed id, with no step limit, and a
+    cycle among doomed ids (only verbatim imports can make one) ends the walk."""
+    chain: dict[str, str | None] = {f"c{i}": (f"c{i - 1}" if i else "keep") for i in range(30_000)}
+    kept = kept_ancestors(chain)
+    assert set(kept.values()) == {"keep"} and len(kept) == 30_000
+    assert kept_ancestors({"a": "b", "b": "a", "c": "a"}) == {"a": None, "b": None, "c": None}
+    assert kept_ancestors({"a": None, "b": "a"}) == {"a": None, "b": None}
+
+
+def test_delete_splices_a_child_out_of_an_imported_parent_cycle(store: Sessions) -> None:
+    s = store.session()
+    s.import_message(text("a", "a"), parent_id="b")  # verbatim parents may form a cycle
+    s.import_message(text("b", "b"), parent_id="a")
+    s.import_message(text("k", "k"), parent_id="a")
+    s.delete_messages(["a", "b"])
+    assert ids(s.get_history(leaf_id="k")) == ["k"]
+    assert ids(s.get_roots()) == ["k"]
 
 
 def test_bulk_deletes_spans_and_rewires_branch_boundaries(store: Sessions) -> None:
@@ -308,6 +345,33 @@ def test_handles_are_cached_per_id(store: Sessions) -> None:
     assert store.session("x") is store.session("x")
     assert store.session() is store.session("")
     assert store.session("x") is not store.session("y")
+
+
+def test_the_handle_cache_keeps_held_and_configured_handles_only(store: Sessions) -> None:
+    # Issue 18 item 12: every looked-up handle used to be kept for the store's lifetime.
+    held = store.session("held")
+    dropped = weakref.ref(store.session("dropped"))
+    calls: list[str] = []
+    store.session("configured").on_compaction(lambda m: calls.append("fn")).compact_after(0)
+    store.session("errors").on_compaction_error(lambda exc: calls.append("handler"))
+    gc.collect()
+    assert dropped() is None  # an unconfigured handle nobody holds is let go
+    assert store.session("held") is held
+    store.session("configured").append_message(text("a", "hello"))
+    assert calls == ["fn"]  # configuration set on a dropped handle still applies
+
+    def failing(messages: list[Message]) -> None:
+        raise RuntimeError("summariser down")
+
+    store.session("errors").on_compaction(failing).compact_after(0)
+    store.session("errors").append_message(text("a", "hello"))
+    assert calls == ["fn", "handler"]
+    cleared = store.session("cleared").compact_after(5)
+    cleared.compact_after(None)
+    cleared_ref = weakref.ref(cleared)
+    del cleared
+    gc.collect()
+    assert cleared_ref() is None  # configuration cleared again: nothing left to keep
 
 
 # --- import -------------------------------------------------------------------------------
@@ -504,6 +568,7 @@ def test_a_message_that_holds_itself_or_nests_too_deep_is_refused(store: Session
     with pytest.raises(InvalidMessage) as info:
         s.append_message({"id": "y", "role": "user", "parts": [{"type": "data-x", "data": deep}]})
     assert info.value.field.startswith("parts[0].data[0][0]")
+    assert len(info.value.field) < 60  # issue 18.7: not the 5,000-step path
     assert f"more than {MAX_JSON_DEPTH} levels" in str(info.value)
     assert s.get_history() == [] and store.storage_stats().messages == 0
 

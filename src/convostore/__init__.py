@@ -21,6 +21,8 @@ from .compaction import COMPACTION_PREFIX, create_compact_function, is_compactio
 from .errors import (
     BackendError,
     ConvostoreError,
+    InvalidArgument,
+    InvalidArgumentType,
     InvalidMessage,
     InvalidMessageType,
     InvalidURL,
@@ -28,6 +30,7 @@ from .errors import (
     NoCompactionFunction,
     SchemaTooNew,
     StoreClosed,
+    UnreadableMessage,
 )
 from .model import (
     UNSET,
@@ -56,6 +59,8 @@ __all__ = [
     "ChangeEvent",
     "CompactResult",
     "ConvostoreError",
+    "InvalidArgument",
+    "InvalidArgumentType",
     "InvalidMessage",
     "InvalidMessageType",
     "InvalidURL",
@@ -73,6 +78,7 @@ __all__ = [
     "StoreClosed",
     "StoredCompaction",
     "UNSET",
+    "UnreadableMessage",
     "create_compact_function",
     "is_compaction_message",
 ]

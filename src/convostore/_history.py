@@ -230,7 +230,7 @@ class History:
         """The streamed read packed into lists by count and by compact-JSON bytes."""
         rows, limit = max(1, int(batch_size)), max(1, int(max_batch_bytes))
         stream = self.newest_first(leaf_id) if newest_first else self.oldest_first(leaf_id)
-        yield from pack(stream, lambda m: codec.utf8_len(codec.dumps(m)), rows, limit)
+        yield from pack(stream, codec.stored_size, rows, limit)
 
     # --- budgeted read ------------------------------------------------------------------------
 

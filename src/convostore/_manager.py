@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._lazy_table import LazyTable
+from ._limits import MAX_COUNT, check_count, check_id, check_text, search_query
 from ._writes import now_ms
 from .backends.base import Ops
 from .context._core import parse_arguments
@@ -88,19 +89,6 @@ def _info(row: Sequence[Any]) -> SessionInfo:
     )
 
 
-def _check_str(name: str, value: object, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        kind = "a string or None" if optional else "a string"
-        raise TypeError(f"{name} must be {kind}, not {type(value).__name__}")
-
-
-def _check_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-
-
 class SessionManager:
     """The registry of a store's managed sessions, and helpers that keep it up to date.
 
@@ -148,7 +136,7 @@ class SessionManager:
 
     def _update(self, session_id: str, change: Callable[[Ops, int], bool]) -> None:
         """Run one registry update in the session's write scope; UnknownSession if no row."""
-        _check_str("session_id", session_id)
+        check_id("session_id", session_id)
         with self._store.core.backend.write(session_id) as ops:
             if not self._exists(ops) or not change(ops, now_ms()):
                 raise UnknownSession(session_id)
@@ -181,10 +169,10 @@ class SessionManager:
         :param source: an optional source identifier (``"web"``, ``"cli"``...).
         :returns: the stored row (no usage yet, ``created_at == updated_at``).
         """
-        _check_str("name", name)
-        _check_str("parent_session_id", parent_session_id, optional=True)
-        _check_str("model", model, optional=True)
-        _check_str("source", source, optional=True)
+        check_text("name", name)
+        check_id("parent_session_id", parent_session_id, optional=True)
+        check_text("model", model, optional=True)
+        check_text("source", source, optional=True)
         self._ensure()
         now = now_ms()
         info = SessionInfo(
@@ -202,7 +190,7 @@ class SessionManager:
 
     def get(self, session_id: str) -> SessionInfo | None:
         """The registry row of ``session_id``, or None when it is not managed."""
-        _check_str("session_id", session_id)
+        check_id("session_id", session_id)
         with self._store.core.backend.read() as ops:
             row = ops.registry_get(session_id) if self._exists(ops) else None
         return None if row is None else _info(row)
@@ -218,8 +206,8 @@ class SessionManager:
             updated between two pages moves to the front and may be seen twice or skipped.
         """
         if limit is not None:
-            _check_int("limit", limit)
-        _check_str("before", before, optional=True)
+            check_count("limit", limit, negative=True)
+        check_id("before", before, optional=True)
         if limit is not None and limit <= 0:
             if before is not None:
                 self._require(before)
@@ -240,7 +228,7 @@ class SessionManager:
 
     def rename(self, session_id: str, name: str) -> None:
         """Set a session's name (and ``updated_at``)."""
-        _check_str("name", name)
+        check_text("name", name)
         self._update(session_id, lambda ops, now: ops.registry_set_name(session_id, name, now))
 
     def delete(self, session_id: str) -> None:
@@ -260,8 +248,8 @@ class SessionManager:
 
         One statement, so concurrent additions from several processes all count.
         """
-        _check_int("input_tokens", input_tokens)
-        _check_int("output_tokens", output_tokens)
+        check_count("input_tokens", input_tokens, negative=True)
+        check_count("output_tokens", output_tokens, negative=True)
         if isinstance(cost, bool) or not isinstance(cost, (int, float)):
             raise TypeError(f"cost must be a number, not {type(cost).__name__}")
         if not math.isfinite(cost):
@@ -311,7 +299,7 @@ class SessionManager:
             raise TypeError(
                 f"append_all() takes an iterable of messages, not a {type(messages).__name__}"
             )
-        _check_str("parent_id", parent_id, optional=True)
+        check_id("parent_id", parent_id, optional=True)
         session = self._touch(session_id)
         last = parent_id
         for message in messages:
@@ -360,8 +348,8 @@ class SessionManager:
 
         :raises UnknownMessage: ``at_message_id`` is not in the session (nothing is created).
         """
-        _check_str("name", name)
-        _check_str("at_message_id", at_message_id)
+        check_text("name", name)
+        check_id("at_message_id", at_message_id)
         source = self._handle(session_id)
         if source.get_message(at_message_id) is None:
             raise UnknownMessage(session_id, at_message_id)
@@ -384,8 +372,9 @@ class SessionManager:
         the old name), names the old one as its parent, copies its model and source, and holds
         one assistant message whose only text part is :data:`CONTINUATION_PREFIX` + ``summary``.
         """
-        _check_str("summary", summary)
-        _check_str("name", name, optional=True)
+        if not isinstance(summary, str):  # message text: any string round-trips
+            raise TypeError(f"summary must be a string, not {type(summary).__name__}")
+        check_text("name", name, optional=True)
         found: builtins.list[SessionInfo] = []
 
         def end(ops: Ops, now: int) -> bool:
@@ -417,8 +406,8 @@ class SessionManager:
         first) and keeps the hits of registered sessions, asking for more when others crowd
         them out. An empty query, or one with no word, finds nothing.
         """
-        _check_str("query", query)
-        _check_int("limit", limit)
+        query = search_query("query", query)
+        check_count("limit", limit, negative=True)
         if limit <= 0 or not query.strip():
             return []
         backend = self._store.core.backend
@@ -433,7 +422,7 @@ class SessionManager:
             kept = [h for h in hits if h.session_id in known]
             if len(kept) >= limit or len(hits) < want:
                 return kept[:limit]
-            want *= _SEARCH_GROWTH
+            want = min(want * _SEARCH_GROWTH, MAX_COUNT)
 
     def _search_text(self, query: str) -> str | None:
         """The best 10 hits as ``[role] content`` blocks joined by ``\\n---\\n``, or None."""
@@ -528,5 +517,4 @@ class HistorySearchProvider:
 
     def search(self, query: str) -> str | None:
         """The best 10 hits across the managed sessions, or None."""
-        _check_str("query", query)
-        return self._manager._search_text(query)
+        return self._manager._search_text(search_query("query", query))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from . import codec
 from .backends.base import ContentRow, Ops
+from .errors import UnreadableMessage
 from .model import Message
 
 logger = logging.getLogger("convostore")
@@ -30,12 +31,15 @@ def reassemble(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> dict[st
     return texts
 
 
-def hydrate(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> dict[str, Message]:
-    """Parse rows into messages by id (payloads put back); unreadable rows are left out."""
+def hydrate(
+    ops: Ops, session_id: str, rows: Sequence[ContentRow], *, strict: bool = False
+) -> dict[str, Message]:
+    """Parse rows into messages by id (payloads put back); unreadable rows are left out, or
+    with ``strict`` raise :class:`UnreadableMessage`."""
     out: dict[str, Message] = {}
     pending: list[tuple[str, Message, list[str]]] = []
     for mid, text in reassemble(ops, session_id, rows).items():
-        value = parse(session_id, mid, text)
+        value = decode(session_id, mid, text) if strict else parse(session_id, mid, text)
         if value is None:
             continue
         if codec.POINTER_PREFIX in text:
@@ -65,14 +69,28 @@ def hydrate_in_order(ops: Ops, session_id: str, seqs: Sequence[int]) -> list[Mes
     return out
 
 
-def parse(session_id: str, mid: str, text: str) -> Message | None:
-    """A stored text as a message (payload pointers left in); None, logged, if unreadable."""
+def decode(session_id: str, mid: str, text: str) -> Message:
+    """A stored text as a message (payload pointers left in), from any call depth.
+
+    :raises UnreadableMessage: the text is not JSON, or not a message (id, role, parts).
+    """
     try:
         value = codec.loads(text)
-    except ValueError:
-        logger.warning("skipping unreadable message %r of session %r", mid, session_id)
+    except (ValueError, RecursionError) as exc:
+        raise UnreadableMessage(session_id, mid, f"{type(exc).__name__}: {exc}") from exc
+    if not codec.is_valid_stored(value):
+        raise UnreadableMessage(session_id, mid, "not an object with id, role and parts")
+    return value  # type: ignore[no-any-return]
+
+
+def parse(session_id: str, mid: str, text: str) -> Message | None:
+    """:func:`decode`, except that an unreadable row is logged and None: a read of many
+    messages leaves it out and goes on with the others."""
+    try:
+        return decode(session_id, mid, text)
+    except UnreadableMessage as exc:
+        logger.warning("skipping %s", exc)
         return None
-    return value if codec.is_valid_stored(value) else None
 
 
 def self_contained(row: ContentRow) -> bool:

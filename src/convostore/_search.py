@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from . import codec
+from . import _limits, codec
 from ._lazy_table import LazyTable
 from .backends.base import Backend, Ops, ScannedRow
 from .model import SearchResult
@@ -125,10 +125,8 @@ class SearchIndex:
     def search(self, query: str, *, limit: int, session_id: str | None) -> list[SearchResult]:
         """Best hits for ``query`` in one session, or across sessions when ``session_id`` is
         None; finishes building the index first if needed."""
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, not {type(query).__name__}")
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+        query = _limits.search_query("query", query)  # NUL, lone surrogates: word separators
+        _limits.check_count("limit", limit, negative=True)  # 0 or less: nothing
         self.ensure()
         if limit <= 0 or not query.strip():
             return []

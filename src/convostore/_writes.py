@@ -12,14 +12,16 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
 from . import codec
 from ._core import StoreCore
+from ._limits import check_id, check_text
 from ._rows import reassemble
 from .backends.base import CompactionRow, NewRow, Ops
+from .errors import InvalidMessage
 from .model import Message, Source, StoredCompaction, Unset
 from .tokens import estimate_row_tokens
 
@@ -46,6 +48,32 @@ def stored_compaction(row: CompactionRow) -> StoredCompaction:
         to_message_id=row.to_message_id,
         created_at=iso_ms(row.created_at),
     )
+
+
+def kept_ancestors(parents: Mapping[str, str | None]) -> dict[str, str | None]:
+    """For each doomed id (the keys of ``parents``, each mapped to its parent), the nearest
+    ancestor that is not doomed: None when every ancestor is doomed.
+
+    Each id is resolved once and remembered, so a run of any length costs one step per id, and
+    there is no step limit: a cycle among doomed ids (possible only through verbatim imports)
+    is noticed by the walk itself and resolves to None.
+    """
+    resolved: dict[str, str | None] = {}
+    for start in parents:
+        trail: list[str] = []
+        on_trail: set[str] = set()
+        node: str | None = start
+        while node is not None and node in parents and node not in resolved:
+            if node in on_trail:
+                node = None  # a cycle: no kept ancestor
+                break
+            on_trail.add(node)
+            trail.append(node)
+            node = parents[node]
+        answer = resolved[node] if node is not None and node in resolved else node
+        for doomed in trail:
+            resolved[doomed] = answer
+    return resolved
 
 
 class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a frozen dataclass
@@ -87,6 +115,11 @@ class Writer:
             if source == "client":
                 message = codec.strip_reserved_metadata(message, self._core.reserved_metadata_keys)
         text, encoded = codec.dumps_message(message)
+        if source == "client" and codec.POINTER_PREFIX in text:
+            field = codec.pointer_field(message)
+            if field is not None:  # a reference would hand over bytes the client never sent
+                raise InvalidMessage(field, "an attachment pointer is not accepted from a "
+                                     "client (source='client'); send the media itself")
         payloads: list[codec.Payload] = []
         hashes: list[str] = []
         if codec.may_carry_media(text):
@@ -213,15 +246,11 @@ class Writer:
             if not parents:
                 return
             present = list(parents)
+            kept = kept_ancestors(parents)
             for child, parent in ops.children_of(sid, present):
                 if child in doomed:
                     continue
-                new_parent: str | None = parent
-                depth = 0
-                while new_parent in doomed and depth < 10_000:
-                    new_parent = parents.get(new_parent)
-                    depth += 1
-                ops.set_parent(sid, child, new_parent)
+                ops.set_parent(sid, child, kept.get(parent, parent))
             if self._core.search_index.ready(ops):
                 ops.fts_delete(sid, present)
             dropped = ops.drop_message_refs(sid, present)
@@ -244,13 +273,9 @@ class Writer:
         self, summary: str, from_message_id: str, to_message_id: str
     ) -> StoredCompaction:
         """Check and store one overlay record; the session's epoch moves."""
-        for name, value in (("summary", summary), ("from_message_id", from_message_id),
-                            ("to_message_id", to_message_id)):
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a string, not {type(value).__name__}")
-            if "\x00" in value:
-                raise ValueError(f"{name} must not contain a NUL character")
-        codec.dumps(summary)  # rejects text the database cannot hold, before writing
+        check_text("summary", summary)  # a column of its own: no NUL, no lone surrogate
+        check_id("from_message_id", from_message_id)
+        check_id("to_message_id", to_message_id)
         sid = self._sid
         with self._backend.write(sid) as ops:
             row = CompactionRow(

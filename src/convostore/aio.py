@@ -39,6 +39,7 @@ import concurrent.futures
 import functools
 import inspect
 import os
+import weakref
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -99,7 +100,11 @@ class AsyncSessions:
         """
         self._sync = sync
         self._worker = Worker(loop, executor, workers)
-        self._handles: dict[str, AsyncSession] = {}
+        # Weak: a wrapper carries no state of its own (configuration lives on the sync handle,
+        # which the sync store keeps once configured), so one nobody holds may go.
+        self._handles: weakref.WeakValueDictionary[str, AsyncSession] = (
+            weakref.WeakValueDictionary()
+        )
         self._close_future: asyncio.Future[None] | None = None
         sync.core.awaiter = self._worker.await_on_loop
 
@@ -239,7 +244,9 @@ class AsyncSessions:
         """The handle of one session, the same object for the same id; not awaited.
 
         Getting a handle does no I/O (as in the sync API), so it is a plain call:
-        ``await store.session("support").append_message(...)`` reads naturally.
+        ``await store.session("support").append_message(...)`` reads naturally. The cache is
+        bounded as in :meth:`Sessions.session <convostore.Sessions.session>`: a handle is kept
+        while held, and its configuration for the store's lifetime.
         """
         handle = self._sync.session(session_id)
         cached = self._handles.get(session_id)

@@ -3,9 +3,12 @@
 Each command opens the store with :meth:`Sessions.open`, calls public methods and formats what
 they return. Output is plain text, styled with ``rich`` only when it is installed and stdout is a
 terminal. Every failure the user can cause (a missing database, an unknown session, a bad URL, a
-library error) is one line on stderr, ``convostore: error: ...``, and exit code 1; argparse usage
-errors exit with 2. The reference in ``docs/cli.md`` is generated from ``--help`` by
-``tools/gen_cli_docs.py``.
+library error, a value the store cannot hold) is one line on stderr, ``convostore: error: ...``,
+and exit code 1, never a traceback; argparse usage errors exit with 2. The read-only commands
+(``ls``, ``show``, ``search``, ``export``, ``stats``) first ask the engine whether the URL holds
+a store, and create nothing when it does not. What people read shows stored control characters
+as escapes (:mod:`convostore._cli_text`); ``export`` writes data exactly. The reference in
+``docs/cli.md`` is generated from ``--help`` by ``tools/gen_cli_docs.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import importlib
 import io
 import os
 import shlex
@@ -22,23 +24,33 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
-from typing import IO, Any
+from typing import Any
 
 from . import __version__, codec
-from ._parts import parse_data_url
-from .backends._engines import local_file
+from ._cli_text import Output as _Output
+from ._cli_text import clip as _clip
+from ._cli_text import label as _label
+from ._cli_text import part_preview as _part_preview
+from ._cli_text import sid as _sid
+from ._cli_text import size as _size
+from ._cli_text import visible
+from ._cli_text import when as _when
+from .backends._engines import display_url, has_store, local_file
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
 from .manager import SessionManager
-from .model import Message, SearchResult, is_tool_type
+from .model import Message, SearchResult
 from .session import Session
 from .store import Sessions
 
 PROG = "convostore"
 DEMO_PATH = "convostore-demo.db"
 DEMO_SESSION = "demo"
-_PREVIEW = 72  # characters of text shown in a one-line preview
+MAX_CREATED_AT = 253_402_300_799_999
+"""The latest ``created_at`` import accepts: 9999-12-31 23:59:59.999 UTC in epoch milliseconds
+(the earliest is 0, 1970-01-01): every time in that range can be shown as a date."""
+MAX_LIMIT = 10_000
+"""The most hits ``search --limit`` asks for."""
 
 
 class _CliError(Exception):
@@ -46,119 +58,6 @@ class _CliError(Exception):
 
 
 # --- output ---------------------------------------------------------------------------------
-
-
-class _Output:
-    """Plain text, or rich-styled text when rich is importable and the stream is a terminal."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.stream = stream
-        self.console: Any = None  # a rich Console, or None for plain text
-        self._table: Any = None
-        if stream.isatty():
-            try:
-                console = importlib.import_module("rich.console")
-                self._table = importlib.import_module("rich.table").Table
-            except ImportError:
-                return
-            self.console = console.Console(file=stream, soft_wrap=True, highlight=False,
-                                           emoji=False)
-
-    def line(self, text: str = "", style: str | None = None) -> None:
-        """Write one line (``style`` is a rich style, ignored in plain text)."""
-        if self.console is not None:
-            self.console.print(text, style=style, markup=False)
-        else:
-            self.stream.write(text + "\n")
-
-    def heading(self, text: str) -> None:
-        """A section title, after a blank line."""
-        self.line()
-        self.line(text if self.console is not None else f"== {text} ==", style="bold cyan")
-
-    def table(self, headers: list[str] | None, rows: list[list[str]]) -> None:
-        """Rows in aligned columns, under ``headers`` if given (the last column is not padded)."""
-        if self.console is not None:
-            table = self._table(*(headers or [""] * len(rows[0])), box=None, pad_edge=False,
-                                show_header=headers is not None)
-            for row in rows:
-                table.add_row(*row)
-            self.console.print(table)
-            return
-        lines = [headers, *rows] if headers else rows
-        widths = [max(len(r[i]) for r in lines) for i in range(len(lines[0]))]
-        for row in lines:
-            cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths[:-1], strict=True)]
-            cells.append(row[-1])
-            self.stream.write("  ".join(cells).rstrip() + "\n")
-
-
-def _size(n: int) -> str:
-    """Bytes for people: ``512 B``, ``1.5 KiB``, ``201.3 KiB``, ``4.0 MiB``."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB"):
-        value /= 1024
-        if value < 1024 or unit == "GiB":
-            break
-    return f"{value:.1f} {unit}"
-
-
-def _when(ms: int) -> str:
-    """Epoch milliseconds as ``2023-11-14 22:13:20 UTC``."""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _sid(session_id: str) -> str:
-    """A session id as shown; the default session ``""`` would otherwise be invisible."""
-    return session_id if session_id else '""'
-
-
-def _clip(text: str, width: int = _PREVIEW) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _part_preview(part: object, width: int = _PREVIEW) -> str:
-    """One line describing a message part; text is cut to ``width`` characters."""
-    if not isinstance(part, dict):
-        return f"({type(part).__name__})"
-    kind = str(part.get("type", "?"))
-    if kind in ("text", "reasoning"):
-        return f'{kind} "{_clip(str(part.get("text", "")), width)}"'
-    if is_tool_type(kind):
-        name = kind[5:] if kind.startswith("tool-") else str(part.get("toolName", "?"))
-        bits = [f"tool {name}", str(part.get("state", ""))]
-        if "input" in part:
-            bits.append("input " + _clip(codec.dumps(part["input"]), width // 2))
-        if "output" in part:
-            bits.append("output " + _size(codec.utf8_len(codec.dumps(part["output"]))))
-        return " ".join(b for b in bits if b)
-    if kind == "file":
-        url = str(part.get("url", ""))
-        bits = ["file", str(part.get("mediaType", "?"))]
-        if isinstance(part.get("filename"), str):
-            bits.append(part["filename"])
-        header = parse_data_url(url)
-        if header is not None:
-            data = url[header.comma + 1 :]
-            bits.append(_size(len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))))
-        elif url:
-            bits.append(_clip(url, 40))
-        return " ".join(bits)
-    if kind == "source-url":
-        return f"source-url {_clip(str(part.get('url', '')), 60)}"
-    return kind
-
-
-def _label(message: Message) -> str:
-    """``id role: preview · preview``, one line (step-start parts left out)."""
-    parts = message.get("parts") or []
-    previews = [_part_preview(p, 40) for p in parts]
-    text = " · ".join(p for p in previews if p != "step-start") or "(no parts)"
-    return f"{message['id']} {message['role']}: {text}"
 
 
 def _print_history(out: _Output, messages: Iterable[Message]) -> int:
@@ -241,11 +140,21 @@ def _print_hits(out: _Output, hits: list[SearchResult]) -> None:
 
 
 def _open(url: str, *, create: bool = False) -> Sessions:
-    """Open a store; without ``create``, a SQLite path that does not exist is an error."""
-    path = local_file(url)
-    if not create and path is not None and not os.path.exists(path):
-        raise _CliError(f"no database at {path}")
+    """Open a store; without ``create`` (the read-only commands), a database that holds no
+    store is an error and is left as it was: no file created, no table created."""
+    if not create and not has_store(url):
+        raise _CliError(f"no convostore data at {display_url(url)}")
     return Sessions.open(url)
+
+
+def _arg(value: str, name: str) -> str:
+    """An id given on the command line; one that is not valid UTF-8 (read from the command
+    line as lone surrogates) can name nothing stored, and is refused naming ``name``."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _CliError(f"{name} is not valid UTF-8: {visible(value)}") from None
+    return value
 
 
 def _session(store: Sessions, url: str, session_id: str | None) -> tuple[Session, int]:
@@ -256,15 +165,15 @@ def _session(store: Sessions, url: str, session_id: str | None) -> tuple[Session
     counts = {s.session_id: s.messages for s in store.list_sessions()}
     if session_id is None:
         if not counts:
-            raise _CliError(f"no sessions in {url}")
+            raise _CliError(f"no sessions in {display_url(url)}")
         session_id = "" if "" in counts or len(counts) > 1 else next(iter(counts))
     if session_id not in counts:
-        raise _CliError(f"no session {_sid(session_id)} in {url}")
+        raise _CliError(f"no session {_sid(session_id)} in {display_url(url)}")
     return store.session(session_id), counts[session_id]
 
 
 def _check_leaf(session: Session, leaf_id: str | None) -> None:
-    if leaf_id is not None and session.get_message(leaf_id) is None:
+    if leaf_id is not None and session.get_message(_arg(leaf_id, "--leaf")) is None:
         raise _CliError(f"no message {leaf_id!r} in session {_sid(session.session_id)}")
 
 
@@ -298,6 +207,9 @@ def _cmd_show(args: argparse.Namespace, out: _Output) -> None:
 
 
 def _cmd_search(args: argparse.Namespace, out: _Output) -> None:
+    if not 1 <= args.limit <= MAX_LIMIT:
+        raise _CliError(f"--limit must be from 1 to {MAX_LIMIT}, not {args.limit}")
+    _arg(args.query, "QUERY")
     with _open(args.db) as store:
         if args.session is None:
             hits = store.search(args.query, limit=args.limit)
@@ -342,6 +254,7 @@ def _cmd_import(args: argparse.Namespace, out: _Output) -> None:
     except OSError as exc:
         raise _CliError(f"cannot read {args.file}: {exc.strerror}") from exc
     added = present = 0
+    _arg(args.session, "SESSION")
     owned = contextlib.nullcontext() if stream is sys.stdin else stream  # never close stdin
     with owned, _open(args.db, create=True) as store:
         session = store.session(args.session)
@@ -353,6 +266,8 @@ def _cmd_import(args: argparse.Namespace, out: _Output) -> None:
                 entry = codec.loads(line)
             except ValueError as exc:
                 raise _CliError(f"{name} line {number}: not valid JSON ({exc})") from exc
+            except RecursionError:
+                raise _CliError(f"{name} line {number}: JSON nested too deeply") from None
             if not isinstance(entry, dict) or not isinstance(entry.get("message"), dict):
                 raise _CliError(f'{name} line {number}: expected {{"parent_id": ..., '
                                 f'"message": {{...}}}}')
@@ -360,13 +275,15 @@ def _cmd_import(args: argparse.Namespace, out: _Output) -> None:
             created = entry.get("created_at")
             if parent is not None and not isinstance(parent, str):
                 raise _CliError(f"{name} line {number}: parent_id must be a string or null")
-            if created is not None and (isinstance(created, bool) or not isinstance(created, int)):
-                raise _CliError(f"{name} line {number}: created_at must be epoch milliseconds")
+            if created is not None and (isinstance(created, bool) or not isinstance(created, int)
+                                        or not 0 <= created <= MAX_CREATED_AT):
+                raise _CliError(f"{name} line {number}: created_at must be epoch milliseconds "
+                                f"from 0 to {MAX_CREATED_AT} (year 9999)")
             try:
                 result = session.import_message(entry["message"], parent_id=parent,
                                                 created_at=created)
-            except ConvostoreError as exc:
-                raise _CliError(f"{name} line {number}: {exc}") from exc
+            except (ConvostoreError, ValueError, RecursionError, OverflowError) as exc:
+                raise _CliError(f"{name} line {number}: {_problem(exc)}") from exc
             added += result.inserted
             present += not result.inserted
             previous = result.message["id"]
@@ -459,7 +376,7 @@ def _demo_fresh_file(target: str, out: _Output) -> None:
 
 def _cmd_demo(args: argparse.Namespace, out: _Output) -> None:
     path = local_file(args.path)
-    shown = os.path.abspath(path) if path is not None else args.path
+    shown = os.path.abspath(path) if path is not None else display_url(args.path)
     out.line(f"convostore demo: writing a conversation to {shown}")
     if path is not None:
         _demo_fresh_file(path, out)
@@ -479,7 +396,7 @@ def _cmd_demo(args: argparse.Namespace, out: _Output) -> None:
         out.heading('Search "lock timeout" (compacted messages are still found)')
         _print_hits(out, session.search("lock timeout"))
     out.heading("Look inside")
-    path = shlex.quote(args.path)
+    path = shlex.quote(display_url(args.path))  # a password is left out here too
     for command in (f"ls {path}", f"show {path} {DEMO_SESSION} --tree",
                     f"search {path} 'orders index'",
                     f"export {path} {DEMO_SESSION} > demo.jsonl"):
@@ -557,7 +474,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, width=88, max_help_position=30)
 
 
-_DB_HELP = "a SQLite file path (or sqlite:///path) or a postgresql:// URL"
+_DB_HELP = ("a SQLite file path (or sqlite:///path), a postgresql:// URL or a libpq "
+            "'host=... dbname=...' string")
 
 _EXPORT_FORMAT = """\
 format: JSON Lines, UTF-8, one message per line, root to leaf, streamed:
@@ -572,9 +490,10 @@ one."""
 _IMPORT_FORMAT = """\
 Each non-blank line is {"parent_id": ..., "message": {...}} as `convostore
 export` writes it. Without a "parent_id" key the parent is the previous
-line's message; an optional "created_at" (epoch milliseconds) keeps the
-original time. Messages are stored verbatim (import_message); ids already in
-the session are skipped, so an interrupted import can be run again."""
+line's message; an optional "created_at" (epoch milliseconds, from 0 to
+253402300799999, the end of year 9999) keeps the original time. Messages
+are stored verbatim (import_message); ids already in the session are
+skipped, so an interrupted import can be run again."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -650,6 +569,16 @@ def _utf8(stream: Any) -> None:
         stream.reconfigure(encoding="utf-8")
 
 
+def _problem(exc: BaseException) -> str:
+    """A library or driver error as one line of text (what the error said, else its kind)."""
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate in an id the store cannot keep
+        return f"{visible(exc.object[exc.start : exc.end])} is a lone surrogate, which the " \
+            "database cannot hold"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to store"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``convostore`` command; returns the exit code.
 
@@ -664,9 +593,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.run(args, _Output(sys.stdout))
         sys.stdout.flush()
-    except (ConvostoreError, _CliError) as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+    except (ConvostoreError, _CliError, ValueError, RecursionError, OverflowError) as exc:
+        # ValueError and the others: bad input that reached the library or the driver (a
+        # value it cannot store); reported as one line like the library's own errors.
+        print(f"{PROG}: error: {visible(_problem(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (`export ... | head`): stop quietly, as other tools do.

@@ -14,11 +14,14 @@ import hashlib
 import json
 import math
 import re
+import sys
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._json_depth import exceeds_depth, loads_iterative, short_path, size_iterative
+from ._limits import check_message_keys
 from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .errors import InvalidMessage, InvalidMessageType
 from .model import Message, is_tool_type
@@ -49,25 +52,16 @@ def validate_message(message: object) -> Message:
 
     A missing ``id`` is generated (the returned dict is then a copy). Raises
     :class:`InvalidMessageType` when the message is not a mapping, ``id`` or ``role`` is not a
-    string, or ``parts`` is not a list; :class:`InvalidMessage` for an empty role.
+    string, or ``parts`` is not a list; :class:`InvalidMessage` for an id or role the store
+    cannot hold (empty id, NUL, lone surrogate, id over the length limit: see
+    :mod:`convostore._limits`).
     """
     if not isinstance(message, Mapping):
         raise InvalidMessageType("message", f"expected a mapping, got {type(message).__name__}")
     msg: Message = message if isinstance(message, dict) else dict(message)
     if "id" not in msg or msg["id"] is None:
         msg = {"id": new_message_id(), **{k: v for k, v in msg.items() if k != "id"}}
-    mid = msg["id"]
-    if not isinstance(mid, str):
-        raise InvalidMessageType("id", f"expected a string, got {type(mid).__name__}")
-    if mid == "":
-        raise InvalidMessage("id", "must not be empty")
-    if "\x00" in mid:
-        raise InvalidMessage("id", "must not contain a NUL character")
-    role = msg.get("role")
-    if not isinstance(role, str):
-        raise InvalidMessageType("role", f"expected a string, got {type(role).__name__}")
-    if "\x00" in role:
-        raise InvalidMessage("role", "must not contain a NUL character")
+    check_message_keys(msg["id"], msg.get("role"))  # id limits, role text (see _limits)
     if "parts" not in msg:
         raise InvalidMessageType("parts", "missing; expected a list")
     if not isinstance(msg["parts"], list):
@@ -75,11 +69,14 @@ def validate_message(message: object) -> Message:
     return msg
 
 
-MAX_JSON_DEPTH = 500
-"""How deep the search for the field to blame goes once the JSON encoder has failed.
+MAX_JSON_DEPTH = 128
+"""Deepest nesting a stored message may have: the message object is level 1, its ``parts`` list
+level 2, a part level 3. Deeper messages are refused with :class:`InvalidMessage`.
 
-The encoder itself stores any depth Python's recursion allows (about 1,000 levels); a message
-nested deeper fails there, and the search then names the container at this depth."""
+Python's JSON encoder and decoder spend one level of the call stack per level of nesting, so
+the bound leaves most of the stack (about 1,000 levels) to the caller: a message the store
+accepted reads back from a call stack hundreds of frames deep. (Rows nested deeper, written
+before the bound, still read back: :func:`loads` decodes them without recursion.)"""
 
 
 def dumps(value: Any) -> str:
@@ -88,7 +85,7 @@ def dumps(value: Any) -> str:
     A lone surrogate is written as its ``\\uXXXX`` escape so the text is valid UTF-8 and reads
     back as the same string. Raises :class:`InvalidMessage` naming the first field JSON cannot
     hold (NaN, infinity, bytes, sets, arbitrary objects, keys JSON has no text for such as
-    tuples, a container that holds itself, nesting deeper than :data:`MAX_JSON_DEPTH`).
+    tuples, a container that holds itself, an integer longer than Python writes as text).
 
     As in :mod:`json`, an ``int``, ``float``, ``bool`` or ``None`` key is written as a string
     (``{1: "a"}`` reads back as ``{"1": "a"}``) and a tuple as a list: telling them apart would
@@ -98,11 +95,34 @@ def dumps(value: Any) -> str:
         # A container that holds itself ends in RecursionError; _find_bad_value names it.
         text = compact_json(value)
     except (TypeError, ValueError, RecursionError) as exc:
-        field, problem = _find_bad_value(value, "", set(), 0)
-        raise InvalidMessage(
-            field or "message", problem or "nested too deeply to store as JSON"
-        ) from exc
+        field, problem = _find_bad_value(value)
+        if not problem:  # nothing wrong with the value: the caller's stack was too deep
+            problem = f"could not be encoded as JSON here ({type(exc).__name__}: {exc})"
+        raise InvalidMessage(short_path(field or "message"), problem) from exc
     return text if text.isascii() else escape_lone_surrogates(text)
+
+
+def check_depth(message: Message, text: str) -> None:
+    """Refuse a message whose stored ``text`` nests deeper than :data:`MAX_JSON_DEPTH`.
+
+    :raises InvalidMessage: naming the first field that is too deep (its path shortened).
+    """
+    if exceeds_depth(text, MAX_JSON_DEPTH):
+        field, problem = _find_bad_value(message)
+        raise InvalidMessage(
+            short_path(field or "message"),
+            problem or f"nested more than {MAX_JSON_DEPTH} levels deep",
+        )
+
+
+def stored_size(message: Message) -> int:
+    """UTF-8 bytes of the stored text of a message read back (:func:`dumps`), never failing:
+    a message nested deeper than the call stack allows (a row written before
+    :data:`MAX_JSON_DEPTH`) is measured without recursion."""
+    try:
+        return utf8_len(dumps(message))
+    except InvalidMessage:
+        return size_iterative(message, lambda v: utf8_len(dumps(v)))
 
 
 def escape_lone_surrogates(text: str) -> str:
@@ -126,7 +146,9 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
     if not isinstance(parts, list) or not any(
         isinstance(p, dict) and is_tool_type(p.get("type")) for p in parts
     ) or not all(isinstance(k, str) for k in message):
-        return dumps(message), {}
+        text = dumps(message)
+        check_depth(message, text)
+        return text, {}
     try:
         encoded: dict[int, str] = {}
         pieces: list[str] = []
@@ -146,49 +168,94 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
             for key, value in message.items()
         )
     except InvalidMessage:
-        return dumps(message), {}  # encode the whole message again to name the field
-    return "{" + body + "}", encoded
+        text = dumps(message)  # encode the whole message again to name the field
+        check_depth(message, text)
+        return text, {}
+    text = "{" + body + "}"
+    check_depth(message, text)
+    return text, encoded
 
 
 def loads(text: str) -> Any:
-    """Parse stored text (the inverse of :func:`dumps`)."""
-    return json.loads(text)
+    """Parse stored text (the inverse of :func:`dumps`), from any call depth.
+
+    When the C decoder runs out of call stack (deep nesting, or a caller deep in its own
+    recursion), the text is decoded again without recursion.
+
+    :raises ValueError: the text is not JSON.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return loads_iterative(text)
 
 
-def _find_bad_value(value: Any, path: str, open_: set[int], depth: int) -> tuple[str, str]:
+def _leaf_problem(value: Any) -> str:
+    """Why JSON cannot hold a value that is not a container, or ``""``."""
+    if value is None or isinstance(value, (str, bool)):
+        return ""
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:  # longer than sys.get_int_max_str_digits()
+            return (
+                f"an integer of more than {sys.get_int_max_str_digits():,} digits cannot be "
+                "written as JSON text"
+            )
+        return ""
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else f"{value!r} is not a JSON number"
+    return f"a {type(value).__name__} value cannot be stored as JSON"
+
+
+def _children(container: Any) -> Iterator[tuple[str, Any, str]]:
+    """(path step, child, problem of its key) of each member of a container."""
+    if isinstance(container, Mapping):
+        for k, v in container.items():
+            ok = k is None or isinstance(k, (str, int, float))
+            yield f".{k}", v, "" if ok else f"key {k!r} is not a string"
+    else:
+        for i, v in enumerate(container):
+            yield f"[{i}]", v, ""
+
+
+def _find_bad_value(value: Any) -> tuple[str, str]:
     """The path and the problem of the first value JSON cannot hold, or ``("", "")``.
 
-    ``open_`` holds the ids of the containers being walked (a cycle leads back to one).
+    Walked with an explicit stack (no recursion, so it works from any call depth); nesting
+    deeper than :data:`MAX_JSON_DEPTH` and a container that holds itself are problems too.
     """
-    if value is None or isinstance(value, (str, bool, int)):
-        return "", ""
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return "", ""
-        return path, f"{value!r} is not a JSON number"
-    if isinstance(value, (Mapping, list, tuple)):
-        if id(value) in open_:
-            return path or "message", "a container that holds itself cannot be stored as JSON"
-        if depth >= MAX_JSON_DEPTH:
-            return path or "message", f"nested more than {MAX_JSON_DEPTH} levels deep"
-        open_.add(id(value))
-        try:
-            if isinstance(value, Mapping):
-                for k, v in value.items():
-                    if not isinstance(k, str):
-                        return path or "message", f"key {k!r} is not a string"
-                    found = _find_bad_value(v, f"{path}.{k}" if path else k, open_, depth + 1)
-                    if found[0]:
-                        return found
-            else:
-                for i, v in enumerate(value):
-                    found = _find_bad_value(v, f"{path}[{i}]", open_, depth + 1)
-                    if found[0]:
-                        return found
-        finally:
-            open_.discard(id(value))
-        return "", ""
-    return path or "message", f"a {type(value).__name__} value cannot be stored as JSON"
+    if not isinstance(value, (Mapping, list, tuple)):
+        problem = _leaf_problem(value)
+        return ("message", problem) if problem else ("", "")
+    open_ = {id(value)}
+    # each open container: its members still to look at, its path, itself
+    stack: list[tuple[Iterator[tuple[str, Any, str]], str, Any]] = [
+        (_children(value), "", value)
+    ]
+    while stack:
+        members, path, container = stack[-1]
+        step = next(members, None)
+        if step is None:
+            stack.pop()
+            open_.discard(id(container))
+            continue
+        name, child, key_problem = step
+        if key_problem:
+            return path or "message", key_problem
+        here = path + name if path else name.removeprefix(".")
+        if isinstance(child, (Mapping, list, tuple)):
+            if id(child) in open_:
+                return here, "a container that holds itself cannot be stored as JSON"
+            if len(stack) >= MAX_JSON_DEPTH:
+                return here, f"nested more than {MAX_JSON_DEPTH} levels deep"
+            open_.add(id(child))
+            stack.append((_children(child), here, child))
+            continue
+        problem = _leaf_problem(child)
+        if problem:
+            return here, problem
+    return "", ""
 
 
 def utf8_len(text: str) -> int:
@@ -314,6 +381,28 @@ def is_pointer(value: object) -> bool:
     )
 
 
+def _pointer_in(obj: dict[str, Any]) -> tuple[str, str, int] | None:
+    """The reference an object holds: (field, hash, length of the kept ``data:`` header).
+
+    A ``url`` is a reference when it is a pointer, or a base64 ``data:`` URL whose payload is a
+    pointer: extraction stores ``url`` that way, so the header, and with it the media type the
+    message wrote, stays in the message. A ``data`` field is a reference when it is a pointer.
+    """
+    for key in ("url", "data"):
+        v = obj.get(key)
+        if not isinstance(v, str):
+            continue
+        start = 0
+        if key == "url" and v.startswith("data:"):
+            parsed = parse_data_url(v)
+            if parsed is None or not parsed.base64:
+                continue
+            start = parsed.comma + 1
+        if v.startswith(POINTER_PREFIX, start) and _POINTER_RE.match(v, start):
+            return key, v[start + len(POINTER_PREFIX) :], start
+    return None
+
+
 def _decode_base64(payload: str) -> bytes | None:
     """Decode base64 only when re-encoding gives back the same text, so reads stay lossless.
 
@@ -331,8 +420,10 @@ def _decode_base64(payload: str) -> bytes | None:
     return data
 
 
-def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str] | None:
-    """If ``obj`` carries inline media, return (field, decoded bytes, media type)."""
+def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str, str] | None:
+    """If ``obj`` carries inline media: (field, decoded bytes, media type, text kept before the
+    pointer). A ``data:`` URL keeps its header, so it reads back with the type it was written
+    with, whatever type another message stored the same bytes with first."""
     url = obj.get("url")
     declared = obj.get("mediaType")
     if isinstance(url, str):
@@ -351,12 +442,12 @@ def _carrier(obj: dict[str, Any]) -> tuple[str, bytes, str] | None:
         if media_type.startswith("text/"):
             return None
         data = _decode_base64(url[parsed.comma + 1 :])
-        return None if data is None else ("url", data, media_type)
+        return None if data is None else ("url", data, media_type, url[: parsed.comma + 1])
     if isinstance(declared, str) and not declared.startswith("text/"):
         raw = obj.get("data")
         if isinstance(raw, str) and not is_pointer(raw):
             data = _decode_base64(raw)
-            return None if data is None else ("data", data, declared)
+            return None if data is None else ("data", data, declared, "")
     return None
 
 
@@ -403,19 +494,18 @@ def _extract_walk(
             items.append(new)
         return items if changed else value
     if isinstance(value, dict):
-        for key in ("url", "data"):
-            v = value.get(key)
-            if isinstance(v, str) and v.startswith(POINTER_PREFIX) and is_pointer(v):
-                pointers.setdefault(v[len(POINTER_PREFIX) :], None)
-                return value
+        ref = _pointer_in(value)
+        if ref is not None:
+            pointers.setdefault(ref[1], None)
+            return value
         found = _carrier(value)
         if found is not None:
-            field, data, media_type = found
+            field, data, media_type, header = found
             digest = hashlib.sha256(data).hexdigest()
             payloads.setdefault(digest, Payload(digest, data, media_type))
             pointers.setdefault(digest, None)
             out = dict(value)
-            out[field] = pointer_for(digest)
+            out[field] = header + pointer_for(digest)
             return out
         changed = False
         new_obj: dict[str, Any] = {}
@@ -443,13 +533,40 @@ def _pointer_walk(value: Any, depth: int, pointers: dict[str, None]) -> None:
         for item in value:
             _pointer_walk(item, depth + 1, pointers)
     elif isinstance(value, dict):
-        for key in ("url", "data"):
-            v = value.get(key)
-            if isinstance(v, str) and is_pointer(v):
-                pointers.setdefault(v[len(POINTER_PREFIX) :], None)
-                return
+        ref = _pointer_in(value)
+        if ref is not None:
+            pointers.setdefault(ref[1], None)
+            return
         for v in value.values():
             _pointer_walk(v, depth + 1, pointers)
+
+
+def pointer_field(message: Message) -> str | None:
+    """The path (``parts[1].url``) of the first payload reference in ``message``, or None.
+
+    Untrusted input must not hold one: it would read back with bytes its writer never sent.
+    """
+    parts = message.get("parts")
+    return _pointer_path(parts, 0, "parts") if isinstance(parts, list) else None
+
+
+def _pointer_path(value: Any, depth: int, path: str) -> str | None:
+    if depth > MAX_ATTACHMENT_DEPTH:
+        return None
+    if isinstance(value, list):
+        items: Iterable[tuple[str, Any]] = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    elif isinstance(value, dict):
+        ref = _pointer_in(value)
+        if ref is not None:
+            return f"{path}.{ref[0]}"
+        items = ((f"{path}.{k}", v) for k, v in value.items())
+    else:
+        return None
+    for sub, v in items:
+        found = _pointer_path(v, depth + 1, sub)
+        if found is not None:
+            return found
+    return None
 
 
 def resolve_attachments(
@@ -482,22 +599,24 @@ def _resolve_walk(value: Any, depth: int, lookup: Mapping[str, tuple[str, bytes]
             items.append(new)
         return items if changed else value
     if isinstance(value, dict):
-        for key in ("url", "data"):
-            v = value.get(key)
-            if isinstance(v, str) and is_pointer(v):
-                found = lookup.get(v[len(POINTER_PREFIX) :])
-                if found is None:
-                    return value
-                stored_type, data = found
-                b64 = base64.b64encode(data).decode("ascii")
-                out = dict(value)
-                if key == "url":
-                    declared = value.get("mediaType")
-                    media_type = declared if isinstance(declared, str) else stored_type
-                    out[key] = make_data_url(media_type, b64)
-                else:
-                    out[key] = b64
-                return out
+        ref = _pointer_in(value)
+        if ref is not None:
+            key, digest, start = ref
+            found = lookup.get(digest)
+            if found is None:
+                return value
+            stored_type, data = found
+            b64 = base64.b64encode(data).decode("ascii")
+            out = dict(value)
+            if start:  # the header the message was written with
+                out[key] = value[key][:start] + b64
+            elif key == "url":  # bare: the type the message declares, else the payload's
+                declared = value.get("mediaType")
+                media_type = declared if isinstance(declared, str) else stored_type
+                out[key] = make_data_url(media_type, b64)
+            else:
+                out[key] = b64
+            return out
         changed = False
         new_obj: dict[str, Any] = {}
         for k, v in value.items():
@@ -513,8 +632,14 @@ def base64_len(byte_count: int) -> int:
     return (byte_count + 2) // 3 * 4
 
 
+_UNINDEXABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def message_text(message: Message) -> str:
-    """The searchable text of a message: its ``text`` parts joined by one space (§8.1)."""
+    """The searchable text of a message: its ``text`` parts joined by one space (§8.1).
+
+    NUL and lone surrogates become spaces: no engine's index can hold them, and a search query
+    treats them as word separators too."""
     parts = message.get("parts")
     if not isinstance(parts, list):
         return ""
@@ -523,7 +648,8 @@ def message_text(message: Message) -> str:
         for p in parts
         if isinstance(p, dict) and p.get("type") == "text"
     ]
-    return " ".join(t for t in texts if t)
+    text = " ".join(t for t in texts if t)
+    return _UNINDEXABLE.sub(" ", text) if _UNINDEXABLE.search(text) else text
 
 
 def is_valid_stored(value: object) -> bool:

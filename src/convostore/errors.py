@@ -5,11 +5,14 @@ Every error derives from :class:`ConvostoreError`, so one ``except`` catches the
     ConvostoreError
     ├── InvalidMessage(ValueError)       a value JSON can't hold, a bad shape; .field names it
     ├── InvalidMessageType(TypeError)    id/role not str, parts not a list; .field names it
+    ├── InvalidArgument(ValueError)      an argument outside the store's limits; .argument
+    ├── InvalidArgumentType(TypeError)   an argument of the wrong type; .argument names it
     ├── InvalidURL(ValueError)           Sessions.open can't tell which backend to use
     ├── MissingDependency(ImportError)   a postgres URL without the [postgres] extra
     ├── StoreClosed                      a store or handle used after close()
     ├── SchemaTooNew                     a database written by a newer convostore
     ├── NoCompactionFunction             compact() before on_compaction()
+    ├── UnreadableMessage                a stored row that cannot be decoded; names the message
     └── BackendError                     an engine failure; the driver's exception is __cause__
 
 Validation happens before any transaction opens, so a rejected write leaves nothing behind.
@@ -50,6 +53,34 @@ class InvalidMessageType(ConvostoreError, TypeError):
         return f"message field {self.field!r}: {self.problem}"
 
 
+class _ArgumentError(ConvostoreError):
+    """What both argument errors share, built as ``InvalidArgument(argument, problem)``."""
+
+    args: tuple[str, str]
+
+    @property
+    def argument(self) -> str:
+        """The argument's name (``leaf_id``, ``ids[2]``...)."""
+        return self.args[0]
+
+    @property
+    def problem(self) -> str:
+        """What is wrong with it (``must not contain a NUL character``)."""
+        return self.args[1]
+
+    def __str__(self) -> str:
+        return " ".join(self.args)
+
+
+class InvalidArgument(_ArgumentError, ValueError):
+    """An argument is outside the store's limits (an id with a NUL, a timestamp past year
+    9999...); nothing was written. ``argument`` names it, as in ``ids[2]``."""
+
+
+class InvalidArgumentType(_ArgumentError, TypeError):
+    """An argument has the wrong type; nothing was written. ``argument`` names it."""
+
+
 class InvalidURL(ConvostoreError, ValueError):
     """:meth:`Sessions.open` was given a URL or path it cannot open."""
 
@@ -83,6 +114,23 @@ class NoCompactionFunction(ConvostoreError):
     def __init__(self, message: str = "No compaction function registered. "
                  "Call on_compaction() first.") -> None:
         super().__init__(message)
+
+
+class UnreadableMessage(ConvostoreError):
+    """A stored row cannot be decoded into a message (damaged outside convostore).
+
+    Raised by reads of that one message (:meth:`Session.get_message`,
+    :meth:`Session.get_latest_leaf`); reads of many messages leave the row out, log a warning
+    on the ``convostore`` logger and go on with the others.
+    """
+
+    def __init__(self, session_id: str, message_id: str, problem: str) -> None:
+        super().__init__(session_id, message_id, problem)
+        self.session_id, self.message_id, self.problem = session_id, message_id, problem
+
+    def __str__(self) -> str:
+        sid, mid = self.session_id, self.message_id
+        return f"message {mid!r} of session {sid!r} cannot be read: {self.problem}"
 
 
 class BackendError(ConvostoreError):

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from . import codec
+from . import _limits, codec
 from ._core import StoreCore
 from ._estimate import PathTotals
 from ._history import NEWEST_FIRST_WINDOW, WINDOW_BYTES, WINDOW_ROWS, History
@@ -52,14 +52,25 @@ class Session:
     """A handle on one conversation of a :class:`~convostore.Sessions` store.
 
     Get one with ``store.session(session_id)``; handles are cached per id, so configuration set
-    with :meth:`on_compaction` and :meth:`compact_after` stays with the id. Every method is safe
-    to call from several threads; several processes may write one session at once.
+    with :meth:`on_compaction`, :meth:`compact_after` and :meth:`on_compaction_error` stays with
+    the id. The store keeps a configured handle for its lifetime and an unconfigured one only
+    while the caller holds a reference (then ``store.session(x) is store.session(x)``), so
+    read-only lookups of many ids cost no memory afterwards. Every method is safe to call from
+    several threads; several processes may write one session at once.
     """
 
-    def __init__(self, core: StoreCore, session_id: str, store: Sessions) -> None:
-        """A handle over ``core`` (use ``store.session(session_id)`` instead)."""
+    def __init__(
+        self, core: StoreCore, session_id: str, store: Sessions,
+        keep: Callable[[Session, bool], None] | None = None,
+    ) -> None:
+        """A handle over ``core`` (use ``store.session(session_id)`` instead).
+
+        :param keep: called as ``keep(handle, configured)`` after each configuration call, so the
+            store holds a configured handle strongly and lets an unconfigured one go.
+        """
         self._core = core
         self._owner = store
+        self._keep = keep
         self.session_id = session_id
         """The session's id (``""`` is the default session)."""
         self._writer = Writer(core, session_id)
@@ -90,6 +101,7 @@ class Session:
         if not callable(fn):
             raise TypeError(f"on_compaction() needs a callable, got {type(fn).__name__}")
         self._compact_fn = fn
+        self._configured()
         return self
 
     def compact_after(
@@ -107,16 +119,26 @@ class Session:
             isinstance(threshold, bool) or not isinstance(threshold, (int, float))
         ):
             raise TypeError(f"compact_after() needs a number, got {type(threshold).__name__}")
+        if threshold is not None and not math.isfinite(threshold):
+            raise ValueError(f"compact_after() threshold must be finite, not {threshold!r}")
         if threshold is not None and threshold < 0:
             raise ValueError("compact_after() threshold must not be negative")
         self._threshold = None if threshold is None else int(threshold)
         self._extra_tokens = extra_tokens
+        self._configured()
         return self
 
     def on_compaction_error(self, handler: Callable[[BaseException], object] | None) -> Session:
         """Call ``handler(exc)`` when a compaction function raises (errors are never re-raised)."""
         self._on_error = handler
+        self._configured()
         return self
+
+    def _configured(self) -> None:
+        """Tell the store whether this handle now carries configuration worth keeping."""
+        if self._keep is not None:
+            settings = (self._compact_fn, self._threshold, self._extra_tokens, self._on_error)
+            self._keep(self, any(v is not None for v in settings))
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -139,6 +161,8 @@ class Session:
         id starts with ``compaction_`` (an overlay echoed back by a client) is not stored.
         """
         msg = codec.validate_message(message)
+        if not isinstance(parent_id, Unset):
+            _limits.check_id("parent_id", parent_id, optional=True)
         if msg["id"].startswith(COMPACTION_PREFIX):
             return AppendResult(False, msg)
         prep = self._writer.prepare(msg, source)
@@ -179,6 +203,8 @@ class Session:
     ) -> AppendResult:
         """Append the message if its id is new, else update it in place (never moving it)."""
         msg = codec.validate_message(message)
+        if not isinstance(parent_id, Unset):
+            _limits.check_id("parent_id", parent_id, optional=True)
         if msg["id"].startswith(COMPACTION_PREFIX):
             return AppendResult(False, msg)
         if not self._writer.exists(msg["id"]):
@@ -198,20 +224,17 @@ class Session:
         """Store a historical message verbatim: no sanitising, the given parent and timestamp.
 
         :param parent_id: stored as given, not checked (an unknown parent reads as a root).
-        :param created_at: epoch milliseconds; defaults to now.
+        :param created_at: epoch milliseconds from 0 to 253402300799999 (years 1970 to 9999,
+            see :data:`convostore._limits.MAX_TIMESTAMP_MS`); defaults to now.
 
         Idempotent on the id (a duplicate writes nothing and emits nothing). Media is still
         moved out of the row and long messages still use continuation rows.
         """
         msg = codec.validate_message(message)
-        if parent_id is not None and not isinstance(parent_id, str):
-            raise TypeError(f"parent_id must be a string or None, not {type(parent_id).__name__}")
-        if created_at is None:
-            created_at = now_ms()
-        elif isinstance(created_at, bool) or not isinstance(created_at, (int, float)):
-            raise TypeError(f"created_at must be epoch milliseconds, not {created_at!r}")
+        _limits.check_id("parent_id", parent_id, optional=True)
+        when = now_ms() if created_at is None else _limits.check_timestamp("created_at", created_at)
         prep = self._writer.prepare(msg, "server", sanitize=False)
-        if not self._writer.insert(prep, parent_id, int(created_at), verbatim=True):
+        if not self._writer.insert(prep, parent_id, when, verbatim=True):
             stored = self.get_message(msg["id"])
             return AppendResult(False, stored if stored is not None else msg)
         self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id))
@@ -226,9 +249,7 @@ class Session:
         if isinstance(ids, str):
             raise TypeError("delete_messages() takes a list of ids, not a single string")
         id_list = list(ids)
-        for i in id_list:
-            if not isinstance(i, str):
-                raise TypeError(f"message ids must be strings, got {type(i).__name__}")
+        _limits.check_ids("ids", id_list)
         unique = list(dict.fromkeys(id_list))
         if unique:
             self._writer.delete(unique)
@@ -244,26 +265,33 @@ class Session:
     def get_message(self, id: str) -> Message | None:
         """One stored message by id (no overlays), payloads inlined.
 
-        None when absent or unreadable.
+        None when absent. :raises UnreadableMessage: the stored row cannot be decoded.
         """
+        _limits.check_id("id", id)
         sid = self.session_id
         with self._core.backend.read() as ops:
             meta = ops.row_meta(sid, id)
             if meta is None:
                 return None
-            return hydrate(ops, sid, ops.content_rows_by_seq(sid, [meta.seq])).get(id)
+            rows = ops.content_rows_by_seq(sid, [meta.seq])
+            return hydrate(ops, sid, rows, strict=True).get(id)
 
     def get_latest_leaf(self) -> Message | None:
-        """The active leaf: the most recently written message, or None for an empty session."""
+        """The active leaf: the most recently written message, or None for an empty session.
+
+        :raises UnreadableMessage: the stored row cannot be decoded.
+        """
         sid = self.session_id
         with self._core.backend.read() as ops:
             tail = ops.tail(sid)
             if tail is None:
                 return None
-            return hydrate(ops, sid, ops.content_rows_by_seq(sid, [tail[1]])).get(tail[0])
+            rows = ops.content_rows_by_seq(sid, [tail[1]])
+            return hydrate(ops, sid, rows, strict=True).get(tail[0])
 
     def get_branches(self, message_id: str) -> list[Message]:
         """The children of ``message_id`` in write order (no overlays)."""
+        _limits.check_id("message_id", message_id)
         with self._core.backend.read() as ops:
             rows = ops.children(self.session_id, message_id)
             hydrated = hydrate(ops, self.session_id, rows)
@@ -294,6 +322,7 @@ class Session:
         Oldest first: one content-free walk of the path (seqs and sizes only), then content in
         windows of at most 50 rows and 4 MiB; earlier windows are not kept.
         """
+        _limits.check_id("leaf_id", leaf_id, optional=True)
         if newest_first:
             return self._history.newest_first(leaf_id)
         return self._history.oldest_first(leaf_id)
@@ -311,6 +340,7 @@ class Session:
         A message's size is the UTF-8 length of its compact JSON. A batch is never empty; a
         message larger than the byte limit is yielded alone.
         """
+        _limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.batches(batch_size, max_batch_bytes, leaf_id, newest_first)
 
     def get_history(self, leaf_id: str | None = None) -> list[Message]:
@@ -328,10 +358,14 @@ class Session:
         """
         if isinstance(max_content_bytes, bool) or not isinstance(max_content_bytes, (int, float)):
             raise TypeError("max_content_bytes must be a number")
+        if isinstance(max_content_bytes, float) and math.isnan(max_content_bytes):
+            raise ValueError("max_content_bytes must be a number, not nan")
+        _limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.recent(int(min(max(max_content_bytes, 0), 2**62)), leaf_id)
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
         """Per-row stored bytes and stamped token estimates of the raw path; no content read."""
+        _limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.row_stats(leaf_id)
 
     def get_token_estimate(self) -> int:
@@ -371,6 +405,7 @@ class Session:
         fn = self._compact_fn
         if fn is None:
             raise NoCompactionFunction()
+        _limits.check_id("leaf_id", leaf_id, optional=True)
         history = self.get_history(leaf_id)
         try:
             value = fn(history)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from ._core import Listener, StoreCore, reserved_keys
 from ._legacy import lift
+from ._limits import check_id
 from .backends._engines import open_backend
 from .backends.base import Backend
 from .errors import StoreClosed
@@ -36,7 +38,9 @@ class Sessions:
         """Wrap an open backend (use :meth:`open` instead)."""
         self._core = StoreCore(backend, reserved_metadata_keys=reserved_metadata_keys,
                                token_counter=token_counter)
-        self._sessions: dict[str, Session] = {}
+        # Handles live while a caller holds them; configured ones also in ``_kept`` (see session).
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._kept: dict[str, Session] = {}
         self._lock = threading.Lock()
         lift(self._core, self.session)  # tables of the reference system: one catalog query
 
@@ -127,18 +131,31 @@ class Sessions:
         return self._core
 
     def session(self, session_id: str = "") -> Session:
-        """The handle of one session (``""`` is the default); the same object for the same id."""
-        if not isinstance(session_id, str):
-            raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
-        if "\x00" in session_id:
-            raise ValueError("session_id must not contain a NUL character")
+        """The handle of one session (``""`` is the default); the same object for the same id.
+
+        The cache is bounded: a handle is kept while the caller holds a reference to it, and for
+        the store's lifetime once configured (:meth:`Session.on_compaction`,
+        :meth:`Session.compact_after`, :meth:`Session.on_compaction_error`), so
+        ``store.session("a").on_compaction(fn)`` still applies to later ``store.session("a")``.
+        An unconfigured handle nobody holds is dropped; the next call makes a new one.
+        """
+        check_id("session_id", session_id)  # a string the store can hold (see _limits)
         if self._core.closed:
             raise StoreClosed("the store is closed")
         with self._lock:
             handle = self._sessions.get(session_id)
             if handle is None:
-                handle = self._sessions[session_id] = Session(self._core, session_id, self)
+                handle = Session(self._core, session_id, self, self._keep)
+                self._sessions[session_id] = handle
             return handle
+
+    def _keep(self, handle: Session, configured: bool) -> None:
+        """Hold a configured handle strongly; release one whose configuration was cleared."""
+        with self._lock:
+            if configured:
+                self._kept[handle.session_id] = handle
+            elif self._kept.get(handle.session_id) is handle:
+                del self._kept[handle.session_id]
 
     # --- change feed --------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ The store, the async API and the command line ask only this module:
   InvalidURL` when no engine takes it);
 - :func:`open_backend`: a backend for ``Sessions.open``'s arguments;
 - :func:`worker_count`: how many worker threads ``AsyncSessions`` gives a store;
-- :func:`local_file`: the file a URL names on this machine, if any.
+- :func:`local_file`: the file a URL names on this machine, if any;
+- :func:`has_store`: whether a URL already holds a store (read-only tools ask, to write nothing);
+- :func:`display_url`: a URL as messages show it, password removed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .base import Backend, Engine, OpenOptions
 
 ENGINES: tuple[Engine, ...] = (
     sqlite.ENGINE,  # a file path, os.PathLike, sqlite:///path, file:path, :memory:
-    postgres.ENGINE,  # postgresql://, postgres://, postgresql+psycopg://, or pool=
+    postgres.ENGINE,  # postgresql://, postgres://, postgresql+psycopg://, key=value, or pool=
 )
 """Every engine, in the order they are asked whether a URL is theirs (their URLs never overlap)."""
 
@@ -106,6 +108,12 @@ def open_backend(
     for name in ("pool", "schema"):
         if getattr(options, name) is not None and name not in engine.options:
             raise InvalidURL(f"{name}= applies to {_titles(name)} only")
+    _require(engine)
+    return engine.open(target, options)
+
+
+def _require(engine: Engine) -> None:
+    """Import the engine's driver; :class:`MissingDependency` naming the extra when missing."""
     try:
         for module in engine.requires:
             importlib.import_module(module)
@@ -114,7 +122,28 @@ def open_backend(
             f"{engine.title} support needs {engine.requires[0]}: "
             f"pip install 'convostore[{engine.extra}]'"
         ) from exc
-    return engine.open(target, options)
+
+
+def has_store(url: str | os.PathLike[str]) -> bool:
+    """Whether ``url`` already holds a convostore store; asking creates and writes nothing
+    (read-only tools ask before opening, since opening creates the schema).
+
+    :raises InvalidURL: as :func:`parse_url`.
+    :raises MissingDependency: the engine's driver is not installed.
+    :raises BackendError: the database cannot be read (not a database, server unreachable).
+    """
+    engine, target = parse_url(url)
+    _require(engine)
+    return engine.has_store(target)
+
+
+def display_url(url: str | os.PathLike[str]) -> str:
+    """``url`` as messages show it: its engine's target with any password removed.
+
+    :raises InvalidURL: as :func:`parse_url`.
+    """
+    engine, target = parse_url(url)
+    return engine.redact(target)
 
 
 def worker_count(url: object, *, pool: object = None, pool_size: object = 10) -> int:

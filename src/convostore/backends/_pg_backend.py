@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -62,16 +61,6 @@ def _key(*parts: str) -> int:
     """A signed 64-bit advisory lock key for ``parts`` (a collision only serialises more)."""
     data = "\x00".join(parts).encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
-
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@?#]*):[^@/?#]*@")
-_PASSWORD_PARAM = re.compile(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)")
-
-
-def _redact(conninfo: str) -> str:
-    """A connection string without its password."""
-    conninfo = _PASSWORD_IN_URL.sub(r"\1@", conninfo)
-    return _PASSWORD_PARAM.sub(r"\1***", conninfo)
-
 
 def _ident(name: str) -> str:
     """``name`` as a quoted SQL identifier."""
@@ -261,7 +250,7 @@ class PostgresBackend:
                     f"pool= needs a psycopg_pool.ConnectionPool, not {type(pool).__name__}"
                 )
             self._pool = pool
-            self.url = _redact(str(getattr(pool, "conninfo", "") or "postgresql://(pool)"))
+            self.url = engine.redact(str(getattr(pool, "conninfo", "") or "postgresql://(pool)"))
             try:
                 with pool.connection() as conn:
                     switched = self._prepare_conn(conn)
@@ -273,7 +262,7 @@ class PostgresBackend:
                 raise BackendError(f"cannot open PostgreSQL store: {exc}") from exc
         else:
             assert url is not None
-            self.url = _redact(url)
+            self.url = engine.redact(url)
             try:
                 with psycopg.connect(url, autocommit=True) as conn:
                     self._configure(conn)
@@ -517,3 +506,20 @@ def _end(conn: psycopg.Connection[Any], command: str) -> None:
         conn.execute(command)
     except psycopg.Error:
         logger.debug("could not %s a PostgreSQL transaction", command, exc_info=True)
+
+
+def has_store(conninfo: str, redact: Callable[[str], str]) -> bool:
+    """Whether the database ``conninfo`` names holds convostore's tables (in its
+    ``search_path``): one catalog query on a connection of its own; nothing is created.
+
+    :param redact: the connection string without its password, for the error message.
+    :raises BackendError: the server cannot be reached or refuses the login.
+    """
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (META,)).fetchone()
+    except psycopg.Error as exc:
+        raise BackendError(
+            f"cannot open PostgreSQL database {redact(conninfo)!r}: {redact(str(exc))}"
+        ) from exc
+    return bool(row and row[0])

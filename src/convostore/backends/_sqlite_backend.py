@@ -10,6 +10,7 @@ import os
 import re
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -17,7 +18,7 @@ from typing import Any, Literal
 from ..errors import BackendError, StoreClosed
 from ._legacy_sql import LegacySql
 from ._migrate import migrate
-from ._schema import FTS, MESSAGES
+from ._schema import FTS, MESSAGES, META
 from ._sql import SqlOps
 from .base import AppendProbe, Engine, FtsHit, _marks
 
@@ -316,3 +317,21 @@ class SqliteBackend:
                 self._conn.close()
 
 
+def has_store(path: str) -> bool:
+    """Whether the SQLite file ``path`` holds convostore's tables, asked on a read-only
+    connection: nothing is created or written (an empty file stays empty).
+
+    :raises BackendError: the file cannot be read, or is not a SQLite database.
+    """
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            row = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (META,)
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise BackendError(f"cannot open SQLite database {path!r}: {exc}") from exc
+    return row is not None

@@ -387,3 +387,10 @@ class Engine:
     :class:`~convostore.errors.MissingDependency` naming the first and :attr:`extra`."""
     extra: str = ""
     """The ``convostore[extra]`` that installs :attr:`requires`."""
+    has_store: Callable[[str], bool] = lambda target: False
+    """Whether a target already holds a convostore store (its schema table exists). Asking
+    creates nothing and writes nothing: a missing file stays missing, an empty database stays
+    empty (read-only tools ask this before :attr:`open`, which creates the schema). May import
+    the driver; raises :class:`~convostore.errors.BackendError` when the target cannot be read."""
+    redact: Callable[[str], str] = lambda target: target
+    """A target as messages show it: any password removed."""

@@ -6,8 +6,9 @@ and :mod:`._pg_backend` (the operations and the backend); without psycopg,
 :meth:`~convostore.Sessions.open` raises :class:`~convostore.errors.MissingDependency`.
 
 - URLs: ``postgresql://``, ``postgres://``, ``postgresql+psycopg://`` (read as
-  ``postgresql://``), or ``pool=`` an open ``psycopg_pool.ConnectionPool``. Options: ``pool``,
-  ``pool_size``, ``schema`` (the tables' schema, created if missing).
+  ``postgresql://``), a libpq ``key=value`` string (``host=db dbname=chat``), or ``pool=`` an
+  open ``psycopg_pool.ConnectionPool``. Options: ``pool``, ``pool_size``, ``schema`` (the
+  tables' schema, created if missing).
 - A write scope is one ``READ COMMITTED`` transaction that first takes
   ``pg_advisory_xact_lock`` on a key derived from (schema, session id), plus a shared lock on the
   store key, so the next ``seq`` and the active leaf derived inside it are those of the previous
@@ -29,6 +30,7 @@ and :mod:`._pg_backend` (the operations and the backend); without psycopg,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ._migrate import Migrations
@@ -123,12 +125,57 @@ the same catalog (tests/test_postgres.py compares them)."""
 
 _SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
+_LIBPQ_KEYWORDS = frozenset({
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "require_auth",
+    "channel_binding", "connect_timeout", "client_encoding", "options", "application_name",
+    "fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+    "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslmode", "requiressl",
+    "sslcompression", "sslcert", "sslkey", "sslpassword", "sslcertmode", "sslrootcert", "sslcrl",
+    "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
+    "krbsrvname", "gsslib", "gssdelegation", "service", "target_session_attrs",
+    "load_balance_hosts",
+})
+"""The keywords of a libpq ``key=value`` connection string (PostgreSQL 16's list)."""
+
+_CONNINFO_PAIR = re.compile(r"\s*(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|(?:[^\s'\\]|\\.)*)\s*")
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@?#]*):[^@/?#]*@")
+_PASSWORD_PARAM = re.compile(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)")
+
+
+def _is_conninfo(text: str) -> bool:
+    """True when ``text`` is a libpq ``key=value`` string: nothing but pairs, every key one of
+    libpq's keywords (``host=db dbname=chat``). ``./host=x.db`` is a path: its key is not."""
+    pos, pairs = 0, 0
+    while pos < len(text):
+        match = _CONNINFO_PAIR.match(text, pos)
+        if match is None or match.group(1) not in _LIBPQ_KEYWORDS:
+            return False
+        pos, pairs = match.end(), pairs + 1
+    return pairs > 0
+
 
 def _parse(url: str) -> str | None:
-    """The connection string of a PostgreSQL URL (SQLAlchemy's ``+psycopg`` form dropped)."""
+    """The connection string of a PostgreSQL URL (SQLAlchemy's ``+psycopg`` form dropped) or
+    of a libpq ``key=value`` string (taken as it is)."""
     if url.startswith(_SCHEMES):
         return url.replace("postgresql+psycopg://", "postgresql://", 1)
+    if _is_conninfo(url):
+        return url
     return None
+
+
+def _redact(conninfo: str) -> str:
+    """A connection string (URL or ``key=value``) without its password."""
+    conninfo = _PASSWORD_IN_URL.sub(r"\1@", conninfo)
+    return _PASSWORD_PARAM.sub(r"\1***", conninfo)
+
+
+def _has_store(target: str) -> bool:
+    """Whether the database (its ``search_path``) holds convostore's tables; one catalog
+    query on a connection of its own, nothing created."""
+    from ._pg_backend import has_store  # the driver's code: imported when asked only
+
+    return has_store(target, _redact)
 
 
 def _workers(pool_size: object) -> int:
@@ -158,9 +205,10 @@ def open_postgres(target: str | None, options: OpenOptions) -> Backend:
 
 
 ENGINE = Engine(
-    "postgres", "PostgreSQL", forms=("postgresql://...",), options=frozenset({"pool", "schema"}),
+    "postgres", "PostgreSQL", forms=("postgresql://...", "host=... dbname=..."),
+    options=frozenset({"pool", "schema"}),
     parse=_parse, open=open_postgres, workers=_workers, capabilities=_capabilities,
-    local_file=_no_file, migrations=MIGRATIONS,
+    local_file=_no_file, migrations=MIGRATIONS, has_store=_has_store, redact=_redact,
     requires=("psycopg", "psycopg_pool"), extra="postgres",  # the driver, imported on open
 )
 """The PostgreSQL engine's declaration, listed in :data:`convostore.backends._engines.ENGINES`."""

@@ -15,6 +15,8 @@ and the backend live in :mod:`convostore.backends._sqlite_backend`, imported on 
 
 from __future__ import annotations
 
+import os
+
 from ..errors import InvalidURL
 from ._migrate import Migrations
 from ._schema import ATTACHMENT_REFS, MESSAGES, META, SESSION_STATE
@@ -122,6 +124,16 @@ def _local_file(target: str) -> str | None:
     return None if target == ":memory:" else target
 
 
+def _has_store(target: str) -> bool:
+    """Whether the file ``target`` holds a store, asked read-only; False for a missing file
+    and for ``:memory:`` (a new in-memory database is always empty)."""
+    if target == ":memory:" or not os.path.exists(target):
+        return False
+    from ._sqlite_backend import has_store  # sqlite3: imported when asked only
+
+    return has_store(target)
+
+
 def open_sqlite(target: str | None, options: OpenOptions) -> Backend:
     """A :class:`~._sqlite_backend.SqliteBackend` on the path ``target``."""
     from ._sqlite_backend import SqliteBackend  # sqlite3: imported when opening only
@@ -134,6 +146,6 @@ def open_sqlite(target: str | None, options: OpenOptions) -> Backend:
 ENGINE = Engine(
     "sqlite", "SQLite", forms=("a file path", "sqlite:///path", ":memory:"), paths=True,
     parse=_parse, open=open_sqlite, workers=_workers, capabilities=_capabilities,
-    local_file=_local_file, migrations=MIGRATIONS,
+    local_file=_local_file, migrations=MIGRATIONS, has_store=_has_store,
 )
 """The SQLite engine's declaration, listed in :data:`convostore.backends._engines.ENGINES`."""

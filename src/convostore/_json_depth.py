@@ -1,0 +1,172 @@
+"""JSON nesting without the call stack: measure it, decode through it, name a deep path briefly.
+
+Python's JSON encoder and decoder spend one level of the interpreter's recursion budget per
+level of nesting, so how deep a value may be depends on how deep the caller's stack already is.
+The store bounds nesting when it writes (:data:`convostore.codec.MAX_JSON_DEPTH`, checked with
+:func:`exceeds_depth` on the stored text), and decodes with :func:`loads_iterative` when the
+fast decoder runs out of stack, so what was stored reads back from any call depth.
+"""
+
+from __future__ import annotations
+
+import json.decoder
+import re
+from collections.abc import Callable
+from json.scanner import NUMBER_RE
+from typing import Any
+
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+_STRINGS_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS_RE = re.compile(r"[^\[\]{}]+")
+_EMPTY_PAIRS_RE = re.compile(r"\[\]|\{\}")
+_WS_RE = re.compile(r"[ \t\n\r]*")
+_CONSTANTS: dict[str, Any] = {
+    "null": None, "true": True, "false": False,
+    "NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf"),
+}
+
+
+def exceeds_depth(text: str, limit: int) -> bool:
+    """Does the JSON ``text`` nest containers more than ``limit`` levels deep?
+
+    A text with at most ``limit`` brackets cannot, and is answered by two counts. Otherwise the
+    strings are cut out, then each pass removes the innermost empty pairs (one level per pass,
+    in C): the cost is about depth × length, and a pass count above ``limit`` answers yes.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    brackets = _NOT_BRACKETS_RE.sub("", _STRINGS_RE.sub("", text))
+    for _ in range(limit):
+        brackets = _EMPTY_PAIRS_RE.sub("", brackets)
+        if not brackets:
+            return False
+    return True
+
+
+def _fail(text: str, pos: int, expected: str) -> ValueError:
+    return ValueError(f"invalid JSON at character {pos}: expected {expected}")
+
+
+def _key(text: str, pos: int) -> tuple[str, int]:
+    """The object key starting at ``pos`` (whitespace allowed around it) and the position
+    after its colon."""
+    pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]  # matches the empty text
+    if text[pos : pos + 1] != '"':
+        raise _fail(text, pos, "a string key")
+    key, pos = scanstring(text, pos + 1)
+    pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+    if text[pos : pos + 1] != ":":
+        raise _fail(text, pos, "':'")
+    return key, pos + 1
+
+
+def loads_iterative(text: str) -> Any:
+    """:func:`json.loads` with an explicit stack instead of recursion: any nesting depth, from
+    any call depth. Slower than the C decoder; the store uses it only when that one fails with
+    :class:`RecursionError`.
+
+    :raises ValueError: the text is not JSON (or holds an integer longer than Python converts).
+    """
+    stack: list[tuple[Any, str]] = []  # open containers, each with the key its next value takes
+    pos = 0
+    while True:
+        pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+        ch = text[pos : pos + 1]
+        value: Any
+        if ch == "{" or ch == "[":
+            close = "}" if ch == "{" else "]"
+            after = _WS_RE.match(text, pos + 1).end()  # type: ignore[union-attr]
+            if text[after : after + 1] == close:
+                value, pos = ({} if ch == "{" else []), after + 1
+            elif ch == "{":
+                key, pos = _key(text, pos + 1)
+                stack.append(({}, key))
+                continue
+            else:
+                stack.append(([], ""))
+                pos += 1
+                continue
+        elif ch == '"':
+            value, pos = scanstring(text, pos + 1)
+        else:
+            number = NUMBER_RE.match(text, pos)
+            if number is not None:
+                integer, frac, exp = number.groups()
+                value = float(integer + (frac or "") + (exp or "")) if frac or exp else int(integer)
+                pos = number.end()
+            else:
+                for word, constant in _CONSTANTS.items():
+                    if text.startswith(word, pos):
+                        value, pos = constant, pos + len(word)
+                        break
+                else:
+                    raise _fail(text, pos, "a value")
+        while True:  # hand the value to its container; close the containers that end here
+            if not stack:
+                pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+                if pos != len(text):
+                    raise _fail(text, pos, "the end of the text")
+                return value
+            container, key = stack[-1]
+            if isinstance(container, list):
+                container.append(value)
+            else:
+                container[key] = value
+            pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+            ch = text[pos : pos + 1]
+            if ch == ",":
+                if isinstance(container, dict):
+                    key, pos = _key(text, pos + 1)
+                    stack[-1] = (container, key)
+                else:
+                    pos += 1
+                break
+            if ch != ("]" if isinstance(container, list) else "}"):
+                raise _fail(text, pos, "',' or the end of the container")
+            stack.pop()
+            value, pos = container, pos + 1
+
+
+def size_iterative(value: Any, scalar_size: Callable[[Any], int]) -> int:
+    """The length of the compact JSON text of ``value`` (``scalar_size`` measures each string,
+    number, boolean, null and key), summed with an explicit stack: any depth, any call depth."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            total += 2 + max(0, 2 * len(item) - 1)  # braces, a colon per member, commas
+            for key, member in item.items():
+                total += scalar_size(key if isinstance(key, str) else str(key))
+                stack.append(member)
+        elif isinstance(item, (list, tuple)):
+            total += 2 + max(0, len(item) - 1)
+            stack.extend(item)
+        else:
+            total += scalar_size(item)
+    return total
+
+
+_SEGMENT_RE = re.compile(r"\[\d+\]|\.?[^.\[]+")
+_HEAD_SEGMENTS = 6
+_TAIL_SEGMENTS = 2
+_MAX_PATH_CHARS = 120
+
+
+def short_path(path: str) -> str:
+    """A field path cut to something a person reads: its first and last few steps.
+
+    ``parts[0].data[0][0][0]...[0][0]`` stands for a path hundreds of steps long; a path that
+    is still too long (long keys) keeps its first and last characters.
+    """
+    if len(path) <= 60:
+        return path
+    segments = _SEGMENT_RE.findall(path)
+    if len(segments) > _HEAD_SEGMENTS + _TAIL_SEGMENTS:
+        path = (
+            "".join(segments[:_HEAD_SEGMENTS]) + "..." + "".join(segments[-_TAIL_SEGMENTS:])
+        )
+    if len(path) > _MAX_PATH_CHARS:
+        path = path[:80] + "..." + path[-37:]
+    return path
