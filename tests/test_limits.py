@@ -246,3 +246,12 @@ def test_compact_after_refuses_a_threshold_that_is_not_finite(store: Sessions) -
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError, match="threshold"):
             s.compact_after(bad)  # type: ignore[arg-type]
+
+
+def test_an_id_of_four_byte_characters_is_measured_in_bytes(store: Sessions) -> None:
+    long_id = "\U0001f600" * (MAX_ID_BYTES // 4 + 1)  # few characters, over the byte limit
+    with pytest.raises(InvalidMessage, match="UTF-8 bytes"):
+        store.session().append_message(text(long_id, "x"))
+    with pytest.raises(InvalidArgument, match="UTF-8 bytes"):
+        store.session(long_id)
+    assert store.session().get_history() == []

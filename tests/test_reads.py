@@ -570,3 +570,21 @@ def test_recent_history_matches_a_reference_on_random_sessions(
                     overlaid = True
             assert ids(got.messages) == expected, (leaf, budget)
     assert overlaid, "no window held both ends of the overlay"
+
+
+def test_resending_a_message_whose_row_is_damaged_does_not_fail(store: Sessions) -> None:
+    """Integrations re-send a conversation's messages every turn: one damaged row must not
+    make every later write of the session raise."""
+    chain(store, 3)
+    s = store.session()
+    with writing(store, None) as ops:
+        execute(
+            ops,
+            "UPDATE convostore_messages SET content = ? WHERE session_id = ? AND id = ?",
+            ("{not json", "", "m1"),
+        )
+    again = text("m1", "resent")
+    assert s.append_message(again) == s.append_message(again)
+    assert s.append_message(again).inserted is False
+    assert s.import_message(again).inserted is False
+    assert ids(s.get_history()) == ["m0", "m2"]

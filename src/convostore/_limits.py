@@ -79,7 +79,7 @@ def check_id(
     if not value and not empty:
         raise invalid(name, "must not be empty")
     problem = _text_problem(value)
-    if problem is None and len(value) * 3 > MAX_ID_BYTES:  # cheap test first: ids are short
+    if problem is None and len(value) * 4 > MAX_ID_BYTES:  # at most 4 bytes a code point
         size = len(value.encode("utf-8"))
         if size > MAX_ID_BYTES:
             problem = f"must be at most {MAX_ID_BYTES} UTF-8 bytes, not {size}"

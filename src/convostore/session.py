@@ -25,7 +25,7 @@ from ._history import NEWEST_FIRST_WINDOW, WINDOW_BYTES, WINDOW_ROWS, History
 from ._rows import hydrate
 from ._writes import Prepared, Rewrite, Writer, iso_ms, now_ms, stored_compaction
 from .compaction import COMPACTION_PREFIX, CompactionFunction, coerce_compact_result
-from .errors import NoCompactionFunction
+from .errors import NoCompactionFunction, UnreadableMessage
 from .model import (
     UNSET,
     AppendResult,
@@ -169,8 +169,7 @@ class Session:
         inserted = self._writer.insert(prep, parent_id, now_ms(), verbatim=False)
         given_parent = None if isinstance(parent_id, Unset) else parent_id
         if not inserted:
-            stored = self.get_message(msg["id"])
-            result = AppendResult(False, stored if stored is not None else prep.message)
+            result = AppendResult(False, self._stored_or(msg["id"], prep.message))
             self._emit(ChangeEvent("append", self.session_id, message=result.message,
                                    parent_id=given_parent, inserted=False))
             return result
@@ -235,8 +234,7 @@ class Session:
         when = now_ms() if created_at is None else _limits.check_timestamp("created_at", created_at)
         prep = self._writer.prepare(msg, "server", sanitize=False)
         if not self._writer.insert(prep, parent_id, when, verbatim=True):
-            stored = self.get_message(msg["id"])
-            return AppendResult(False, stored if stored is not None else msg)
+            return AppendResult(False, self._stored_or(msg["id"], msg))
         self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id))
         return AppendResult(True, msg)
 
@@ -275,6 +273,15 @@ class Session:
                 return None
             rows = ops.content_rows_by_seq(sid, [meta.seq])
             return hydrate(ops, sid, rows, strict=True).get(id)
+
+    def _stored_or(self, id: str, fallback: Message) -> Message:
+        """The stored message for a write that found its id taken, else ``fallback`` (the
+        row vanished, or cannot be decoded: a re-sent message must not fail on that)."""
+        try:
+            stored = self.get_message(id)
+        except UnreadableMessage:
+            return fallback
+        return stored if stored is not None else fallback
 
     def get_latest_leaf(self) -> Message | None:
         """The active leaf: the most recently written message, or None for an empty session.

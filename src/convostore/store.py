@@ -179,7 +179,7 @@ class Sessions:
     def build_search_index(self, progress: Callable[[int, int], object] | None = None) -> int:
         """Build the full-text index now, unless it is complete, instead of on the first search.
 
-        The build runs in short steps (a few hundred messages each, about 30 ms), each its own
+        The build runs in short steps (a few hundred messages each, about 15 ms), each its own
         transaction, so writers of any session wait for at most one step; messages written
         during the build are indexed by their own writes. An interrupted build (a crash, a
         ``KeyboardInterrupt`` from ``progress``) resumes where it stopped on the next call or
