@@ -142,15 +142,20 @@ def test_reads_a_50000_message_branch(store: Sessions) -> None:
     assert newest == [f"m{n - 1}", f"m{n - 2}", f"m{n - 3}"]
 
 
-def test_skips_a_corrupted_row_without_dropping_others(store: Sessions) -> None:
-    chain(store, 60)
-    s = store.session()
+def damage(store: Sessions, message_id: str) -> None:
+    """Overwrite a stored row of the default session with text that is not JSON."""
     with writing(store, None) as ops:
         execute(
             ops,
             "UPDATE convostore_messages SET content = ? WHERE session_id = ? AND id = ?",
-            ("{not json", "", "m30"),
+            ("{not json", "", message_id),
         )
+
+
+def test_skips_a_corrupted_row_without_dropping_others(store: Sessions) -> None:
+    chain(store, 60)
+    s = store.session()
+    damage(store, "m30")
     got = ids(s.get_history())
     assert len(got) == 59 and "m30" not in got
     with pytest.raises(UnreadableMessage, match="'m30' of session ''") as info:
@@ -577,12 +582,7 @@ def test_resending_a_message_whose_row_is_damaged_does_not_fail(store: Sessions)
     make every later write of the session raise."""
     chain(store, 3)
     s = store.session()
-    with writing(store, None) as ops:
-        execute(
-            ops,
-            "UPDATE convostore_messages SET content = ? WHERE session_id = ? AND id = ?",
-            ("{not json", "", "m1"),
-        )
+    damage(store, "m1")
     again = text("m1", "resent")
     assert s.append_message(again) == s.append_message(again)
     assert s.append_message(again).inserted is False
