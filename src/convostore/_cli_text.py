@@ -105,8 +105,9 @@ def size(n: int) -> str:
 
 
 def when(ms: int) -> str:
-    """Epoch milliseconds as ``2023-11-14 22:13:20 UTC``; a time no calendar date holds (the
-    library stores any 64-bit value) as ``<ms> ms since 1970``."""
+    """Epoch milliseconds as ``2023-11-14 22:13:20 UTC``. Stored times are 0 to
+    ``MAX_TIMESTAMP_MS`` (year 9999), which all print as dates; any other value (a store
+    written before that limit, or damaged) prints as ``<ms> ms since 1970``."""
     try:
         moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     except (ValueError, OverflowError, OSError):

@@ -33,8 +33,9 @@ from ._cli_text import label as _label
 from ._cli_text import part_preview as _part_preview
 from ._cli_text import sid as _sid
 from ._cli_text import size as _size
-from ._cli_text import visible
+from ._cli_text import visible as _visible
 from ._cli_text import when as _when
+from ._limits import MAX_TIMESTAMP_MS
 from .backends._engines import display_url, has_store, local_file
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
@@ -46,9 +47,6 @@ from .store import Sessions
 PROG = "convostore"
 DEMO_PATH = "convostore-demo.db"
 DEMO_SESSION = "demo"
-MAX_CREATED_AT = 253_402_300_799_999
-"""The latest ``created_at`` import accepts: 9999-12-31 23:59:59.999 UTC in epoch milliseconds
-(the earliest is 0, 1970-01-01): every time in that range can be shown as a date."""
 MAX_LIMIT = 10_000
 """The most hits ``search --limit`` asks for."""
 
@@ -153,7 +151,7 @@ def _arg(value: str, name: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise _CliError(f"{name} is not valid UTF-8: {visible(value)}") from None
+        raise _CliError(f"{name} is not valid UTF-8: {value}") from None  # main escapes it
     return value
 
 
@@ -264,10 +262,8 @@ def _cmd_import(args: argparse.Namespace, out: _Output) -> None:
                 continue
             try:
                 entry = codec.loads(line)
-            except ValueError as exc:
+            except ValueError as exc:  # codec.loads parses any depth: no RecursionError
                 raise _CliError(f"{name} line {number}: not valid JSON ({exc})") from exc
-            except RecursionError:
-                raise _CliError(f"{name} line {number}: JSON nested too deeply") from None
             if not isinstance(entry, dict) or not isinstance(entry.get("message"), dict):
                 raise _CliError(f'{name} line {number}: expected {{"parent_id": ..., '
                                 f'"message": {{...}}}}')
@@ -275,14 +271,15 @@ def _cmd_import(args: argparse.Namespace, out: _Output) -> None:
             created = entry.get("created_at")
             if parent is not None and not isinstance(parent, str):
                 raise _CliError(f"{name} line {number}: parent_id must be a string or null")
-            if created is not None and (isinstance(created, bool) or not isinstance(created, int)
-                                        or not 0 <= created <= MAX_CREATED_AT):
+            # JSON times are whole milliseconds: the CLI refuses a float or a boolean, which
+            # the library would take; import_message checks the range.
+            if created is not None and (isinstance(created, bool) or not isinstance(created, int)):
                 raise _CliError(f"{name} line {number}: created_at must be epoch milliseconds "
-                                f"from 0 to {MAX_CREATED_AT} (year 9999)")
+                                f"from 0 to {MAX_TIMESTAMP_MS} (year 9999)")
             try:
                 result = session.import_message(entry["message"], parent_id=parent,
                                                 created_at=created)
-            except (ConvostoreError, ValueError, RecursionError, OverflowError) as exc:
+            except (ConvostoreError, ValueError, OverflowError) as exc:
                 raise _CliError(f"{name} line {number}: {_problem(exc)}") from exc
             added += result.inserted
             present += not result.inserted
@@ -487,11 +484,11 @@ history is read as a model sees it: a compacted span is one summary message
 reads this format back: the imported session's history equals the exported
 one."""
 
-_IMPORT_FORMAT = """\
-Each non-blank line is {"parent_id": ..., "message": {...}} as `convostore
+_IMPORT_FORMAT = f"""\
+Each non-blank line is {{"parent_id": ..., "message": {{...}}}} as `convostore
 export` writes it. Without a "parent_id" key the parent is the previous
 line's message; an optional "created_at" (epoch milliseconds, from 0 to
-253402300799999, the end of year 9999) keeps the original time. Messages
+{MAX_TIMESTAMP_MS}, the end of year 9999) keeps the original time. Messages
 are stored verbatim (import_message); ids already in the session are
 skipped, so an interrupted import can be run again."""
 
@@ -571,11 +568,6 @@ def _utf8(stream: Any) -> None:
 
 def _problem(exc: BaseException) -> str:
     """A library or driver error as one line of text (what the error said, else its kind)."""
-    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate in an id the store cannot keep
-        return f"{visible(exc.object[exc.start : exc.end])} is a lone surrogate, which the " \
-            "database cannot hold"
-    if isinstance(exc, RecursionError):
-        return "nested too deeply to store"
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
@@ -593,10 +585,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.run(args, _Output(sys.stdout))
         sys.stdout.flush()
-    except (ConvostoreError, _CliError, ValueError, RecursionError, OverflowError) as exc:
+    except (ConvostoreError, _CliError, ValueError, OverflowError) as exc:
         # ValueError and the others: bad input that reached the library or the driver (a
         # value it cannot store); reported as one line like the library's own errors.
-        print(f"{PROG}: error: {visible(_problem(exc))}", file=sys.stderr)
+        # The one place that escapes control characters and lone surrogates in an error.
+        print(f"{PROG}: error: {_visible(_problem(exc))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (`export ... | head`): stop quietly, as other tools do.
