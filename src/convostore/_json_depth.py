@@ -3,7 +3,7 @@
 Python's JSON encoder and decoder spend one level of the interpreter's recursion budget per
 level of nesting, so how deep a value may be depends on how deep the caller's stack already is.
 The store bounds nesting when it writes (:data:`convostore.codec.MAX_JSON_DEPTH`, checked with
-:func:`exceeds_depth` on the stored text), and decodes with :func:`loads_iterative` when the
+:func:`exceeds_depth` on the message), and decodes with :func:`loads_iterative` when the
 fast decoder runs out of stack, so what was stored reads back from any call depth.
 """
 
@@ -17,9 +17,6 @@ from typing import Any
 
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
-_STRINGS_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKETS_RE = re.compile(r"[^\[\]{}]+")
-_EMPTY_PAIRS_RE = re.compile(r"\[\]|\{\}")
 _WS_RE = re.compile(r"[ \t\n\r]*")
 _CONSTANTS: dict[str, Any] = {
     "null": None, "true": True, "false": False,
@@ -27,21 +24,26 @@ _CONSTANTS: dict[str, Any] = {
 }
 
 
-def exceeds_depth(text: str, limit: int) -> bool:
-    """Does the JSON ``text`` nest containers more than ``limit`` levels deep?
+def exceeds_depth(value: Any, limit: int) -> bool:
+    """Does ``value`` nest containers (dicts, lists, tuples) more than ``limit`` levels deep?
 
-    A text with at most ``limit`` brackets cannot, and is answered by two counts. Otherwise the
-    strings are cut out, then each pass removes the innermost empty pairs (one level per pass,
-    in C): the cost is about depth × length, and a pass count above ``limit`` answers yes.
+    A walk one level at a time over the containers only: strings are never read, so a message
+    of long text costs a handful of ``isinstance`` checks, and nothing recurses. The value must
+    hold no cycle (its JSON text was already written, which a cycle forbids).
     """
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    brackets = _NOT_BRACKETS_RE.sub("", _STRINGS_RE.sub("", text))
-    for _ in range(limit):
-        brackets = _EMPTY_PAIRS_RE.sub("", brackets)
-        if not brackets:
-            return False
-    return True
+    level: list[Any] = [value] if isinstance(value, (dict, list, tuple)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            child
+            for container in level
+            for child in (container.values() if isinstance(container, dict) else container)
+            if isinstance(child, (dict, list, tuple))
+        ]
+    return False
 
 
 def _fail(text: str, pos: int, expected: str) -> ValueError:

@@ -47,6 +47,8 @@ Raise = Callable[[str, str], Exception]
 
 def _text_problem(value: str) -> str | None:
     """Why ``value`` cannot be stored in a text column of either engine, or None."""
+    if value.isascii() and "\x00" not in value:
+        return None  # the usual id or role: no surrogate possible, one scan for NUL
     found = _UNSAFE.search(value)
     if found is None:
         return None
