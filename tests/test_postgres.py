@@ -415,7 +415,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
         with _admin() as conn:
             conn.execute(f'CREATE TABLE "{schema}".{LEGACY_MESSAGES} (id TEXT)')
         with reading(store) as ops:  # the pool's one connection caches the table
-            assert ops.legacy.existing(ops, [LEGACY_MESSAGES]) == {LEGACY_MESSAGES}
+            assert ops.existing_tables([LEGACY_MESSAGES]) == {LEGACY_MESSAGES}
             row = fetch_one(ops, "SELECT pg_backend_pid()")
             assert row is not None
             pid = row[0]
@@ -423,7 +423,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
 
         def writer() -> None:
             with writing(store, "s") as ops:  # waits for the store key held below
-                seen.append(ops.legacy.existing(ops, [LEGACY_MESSAGES]))
+                seen.append(ops.existing_tables([LEGACY_MESSAGES]))
 
         with _admin() as holder:
             holder.execute("BEGIN")

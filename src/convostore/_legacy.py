@@ -73,7 +73,7 @@ def lift(core: StoreCore, session: Callable[[str], Session]) -> None:
     backend = core.backend
     try:
         with backend.read() as ops:
-            present = ops.legacy.existing(ops, _TRIGGERS)
+            present = ops.existing_tables(_TRIGGERS)
         if not present:
             return
         if LEGACY_MESSAGES in present or LEGACY_COMPACTIONS in present:
@@ -92,8 +92,8 @@ def _lift_sessions(backend: Backend) -> None:
     with backend.write(None) as ops:
         sql = ops.legacy
         # Again inside the transaction: another process may have lifted them meanwhile.
-        present = sql.existing(
-            ops, [LEGACY_MESSAGES, LEGACY_COMPACTIONS, LEGACY_REGISTRY, LEGACY_FTS]
+        present = ops.existing_tables(
+            [LEGACY_MESSAGES, LEGACY_COMPACTIONS, LEGACY_REGISTRY, LEGACY_FTS]
         )
         lifted_messages = False
         for table in (LEGACY_MESSAGES, LEGACY_COMPACTIONS):

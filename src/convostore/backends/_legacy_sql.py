@@ -49,11 +49,6 @@ class LegacySql:
     def _ms(self, column: str) -> str:
         raise NotImplementedError
 
-    def existing(self, ops: Any, names: Sequence[str]) -> set[str]:
-        """Which of the tables ``names`` exist in the store's database (or schema)."""
-        found: set[str] = ops.existing_tables(names)
-        return found
-
     def drop(self, ops: Any, table: str) -> None:
         raise NotImplementedError
 

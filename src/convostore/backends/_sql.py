@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..codec import ROW_BUDGET
 from ._legacy_sql import LegacySql
@@ -97,7 +97,7 @@ class SqlOps(RegistryOps):
             f"SELECT id, seq FROM {MESSAGES} WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
             (session_id,),
         )
-        return None if row is None else Tail(row[0], row[1])
+        return None if row is None else (row[0], row[1])
 
     def append_probe(self, session_id: str, id: str) -> AppendProbe:
         """(does ``id`` exist, the newest row's id, the highest seq) in one statement."""
@@ -108,7 +108,7 @@ class SqlOps(RegistryOps):
             (session_id, id, session_id, session_id),
         )
         assert row is not None
-        return AppendProbe(bool(row[0]), row[1], int(row[2] or 0))
+        return bool(row[0]), row[1], int(row[2] or 0)
 
     def row_meta(self, session_id: str, id: str) -> RowMeta | None:
         row = self._one(
@@ -309,11 +309,8 @@ class SqlOps(RegistryOps):
     def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]:
         """(id, parent_id, seq, stored bytes) of the ``limit`` newest rows, newest first; no
         content is read."""
-        return [
-            RowSize(r[0], r[1], r[2], r[3])
-            for r in self._all(_newest("id, parent_id, seq, bytes", bounded=False),
-                               (session_id, limit))
-        ]
+        rows = self._all(_newest("id, parent_id, seq, bytes", bounded=False), (session_id, limit))
+        return cast("list[RowSize]", rows)  # the driver's rows are already these tuples
 
     def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]:
         """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest

@@ -20,7 +20,7 @@ from ._legacy_sql import LegacySql
 from ._migrate import migrate
 from ._schema import FTS, MESSAGES, META
 from ._sql import SqlOps
-from .base import AppendProbe, Engine, FtsHit, _marks
+from .base import AppendProbe, Engine, FtsHit, _batches, _marks
 
 WAL_AUTOCHECKPOINT_PAGES = 4000
 """Pages the WAL may hold before a commit copies them back into the database (SQLite: 1000).
@@ -32,10 +32,14 @@ of up to ~16 MB, reused once grown) appends ran at 0.71-0.75 of the raw baseline
 0.64-0.65 with 1,000 (``benchmarks/append_breakdown.py --durability normal --autocheckpoint N``,
 two runs each); one wal-index table still covers it, so reads cost the same."""
 
-_APPEND_PROBE = (
+_APPEND_PROBE_KNOWN = (
     f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ?2 AND id = ?1), "
     f"(SELECT id FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1), "
-    f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?2), "
+    f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?2)"
+)
+# Until the search index is seen, its check rides along with the probe (one statement fewer).
+_APPEND_PROBE = (
+    f"{_APPEND_PROBE_KNOWN}, "
     f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')"
 )
 
@@ -76,8 +80,10 @@ class SqliteOps(SqlOps):
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         # Whether the search index exists, as the append probe of the write in progress found
-        # it (a write scope clears it on entry and exit): fts_exists() then asks nothing.
+        # it (a write scope clears it on entry and exit): fts_exists() then asks nothing. Once
+        # seen it stays (nothing drops it), and appends stop asking (``_fts_seen``).
         self.fts_hint: bool | None = None
+        self._fts_seen = False
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params)
@@ -98,18 +104,20 @@ class SqliteOps(SqlOps):
     # -- full-text index (FTS5; the row id is the message row's ``rid``) ------------------------
 
     def fts_exists(self) -> bool:
+        if self._fts_seen:
+            return True
         if self.fts_hint is not None:
             return self.fts_hint
-        return (
-            self._one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS,))
-            is not None
-        )
+        self._fts_seen = bool(self.existing_tables([FTS]))
+        return self._fts_seen
 
     def append_probe(self, session_id: str, id: str) -> AppendProbe:
-        # The index check rides along with the probe: one statement fewer per append.
-        exists, tail, top, fts = self._conn.execute(_APPEND_PROBE, (id, session_id)).fetchone()
-        self.fts_hint = bool(fts)
-        return AppendProbe(bool(exists), tail, top or 0)
+        if self._fts_seen:
+            exists, tail, top = self._conn.execute(_APPEND_PROBE_KNOWN, (id, session_id)).fetchone()
+        else:
+            exists, tail, top, fts = self._conn.execute(_APPEND_PROBE, (id, session_id)).fetchone()
+            self.fts_hint = self._fts_seen = bool(fts)
+        return bool(exists), tail, top or 0
 
     def fts_create(self) -> None:
         self._run(
@@ -117,7 +125,7 @@ class SqliteOps(SqlOps):
             "session_id UNINDEXED, id UNINDEXED, role UNINDEXED, content, "
             "tokenize = 'porter unicode61')"
         )
-        self.fts_hint = True
+        self.fts_hint = self._fts_seen = True
 
     def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
         # Look the row ids up first: FTS5 fed by INSERT ... SELECT flushes its pending index
@@ -136,11 +144,10 @@ class SqliteOps(SqlOps):
         )
 
     def fts_delete(self, session_id: str, ids: Sequence[str]) -> None:
-        for i in range(0, len(ids), 500):
-            batch = ids[i : i + 500]
+        for batch in _batches(ids):
             self._run(
                 f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {MESSAGES} "
-                f"WHERE session_id = ? AND id IN ({','.join('?' * len(batch))}))",
+                f"WHERE session_id = ? AND id IN ({_marks(len(batch))}))",
                 (session_id, *batch),
             )
 

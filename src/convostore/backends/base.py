@@ -98,22 +98,16 @@ class ContentRow(NamedTuple):
     created_at: int
 
 
-class Tail(NamedTuple):
-    """A session's newest row: its id and seq (the active leaf when nothing else is stored)."""
-
-    id: str
-    seq: int
+Tail = tuple[str, int]
+"""A session's newest row, ``(id, seq)``: the active leaf when nothing else is stored. A plain
+tuple, as the driver returns it: reads of it run on every append and newest-first read."""
 
 
-class AppendProbe(NamedTuple):
-    """What an append needs to know, read in one statement."""
-
-    exists: bool
-    """A row with the new message's id is already stored in the session."""
-    tail_id: str | None
-    """The session's newest row (the default parent), None in an empty session."""
-    max_seq: int
-    """The highest seq in the session (0 when empty): the new row takes the next one."""
+AppendProbe = tuple[bool, "str | None", int]
+"""What an append needs to know, read in one statement: ``(exists, tail_id, max_seq)`` — a row
+with the new message's id is already stored; the session's newest row (the default parent, None
+when empty); the highest seq (0 when empty), the new row taking the next. A plain tuple: it is
+built on every append."""
 
 
 class Suffix(NamedTuple):
@@ -129,13 +123,9 @@ class Suffix(NamedTuple):
     """The window's rows with their content, in the window's order."""
 
 
-class RowSize(NamedTuple):
-    """A message row's place and stored size, without its content."""
-
-    id: str
-    parent_id: str | None
-    seq: int
-    bytes: int
+RowSize = tuple[str, "str | None", int, int]
+"""A message row's place and stored size without its content: ``(id, parent_id, seq, bytes)``,
+as the driver returns the row (a budgeted read sizes 32 of them per call)."""
 
 
 class Continuation(NamedTuple):
@@ -220,7 +210,9 @@ class Ops(Protocol):
         ...
 
     # -- catalog -------------------------------------------------------------------------------
-    def existing_tables(self, names: Sequence[str]) -> set[str]: ...
+    def existing_tables(self, names: Sequence[str]) -> set[str]:
+        """Which of the tables ``names`` exist in the store's database (or schema)."""
+        ...
 
     # -- reads ---------------------------------------------------------------------------------
     def tail(self, session_id: str) -> Tail | None: ...
@@ -378,6 +370,11 @@ class Engine:
     """The file a target names on this machine, or None (in memory, a server)."""
     migrations: Migrations
     """Its schema as data (:mod:`._migrate`)."""
+    has_store: Callable[[str], bool]
+    """Whether a target already holds a convostore store (its schema table exists). Asking
+    creates nothing and writes nothing: a missing file stays missing, an empty database stays
+    empty (read-only tools ask this before :attr:`open`, which creates the schema). May import
+    the driver; raises :class:`~convostore.errors.BackendError` when the target cannot be read."""
     options: frozenset[str] = frozenset()
     """Which of the optional options (``pool``, ``schema``) it takes."""
     paths: bool = False
@@ -387,10 +384,5 @@ class Engine:
     :class:`~convostore.errors.MissingDependency` naming the first and :attr:`extra`."""
     extra: str = ""
     """The ``convostore[extra]`` that installs :attr:`requires`."""
-    has_store: Callable[[str], bool] = lambda target: False
-    """Whether a target already holds a convostore store (its schema table exists). Asking
-    creates nothing and writes nothing: a missing file stays missing, an empty database stays
-    empty (read-only tools ask this before :attr:`open`, which creates the schema). May import
-    the driver; raises :class:`~convostore.errors.BackendError` when the target cannot be read."""
     redact: Callable[[str], str] = lambda target: target
     """A target as messages show it: any password removed."""
