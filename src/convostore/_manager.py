@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._lazy_table import LazyTable
-from ._limits import MAX_COUNT, check_count, check_id, check_text, search_query
+from ._limits import MAX_COUNT, check_count, check_id, check_ids, check_text
 from ._writes import now_ms
 from .backends.base import Ops
 from .context._core import parse_arguments
 from .context._tools import ToolDefinition
-from .errors import ConvostoreError
+from .errors import ConvostoreError, InvalidArgument, InvalidArgumentType
 from .model import UNSET, Message, SearchResult, StoredCompaction, Unset
 from .session import Session
 from .store import Sessions
@@ -222,7 +222,8 @@ class SessionManager:
                 row = ops.registry_get(before)
                 if row is None:
                     raise UnknownSession(before)
-                after = (int(row[10]), row[0])
+                found = _info(row)
+                after = (found.updated_at, found.id)
             rows = ops.registry_page(limit, after)
         return [_info(r) for r in rows]
 
@@ -251,9 +252,9 @@ class SessionManager:
         check_count("input_tokens", input_tokens, negative=True)
         check_count("output_tokens", output_tokens, negative=True)
         if isinstance(cost, bool) or not isinstance(cost, (int, float)):
-            raise TypeError(f"cost must be a number, not {type(cost).__name__}")
+            raise InvalidArgumentType("cost", f"must be a number, not {type(cost).__name__}")
         if not math.isfinite(cost):
-            raise ValueError(f"cost must be finite, not {cost!r}")
+            raise InvalidArgument("cost", f"must be finite, not {cost!r}")
         self._update(
             session_id,
             lambda ops, now: ops.registry_add_usage(
@@ -295,9 +296,9 @@ class SessionManager:
 
         :returns: the id of the last message (``parent_id`` when there were none).
         """
-        if isinstance(messages, (str, bytes, Mapping)):
-            raise TypeError(
-                f"append_all() takes an iterable of messages, not a {type(messages).__name__}"
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+            raise InvalidArgumentType(
+                "messages", f"must be an iterable of messages, not a {type(messages).__name__}"
             )
         check_id("parent_id", parent_id, optional=True)
         session = self._touch(session_id)
@@ -324,12 +325,18 @@ class SessionManager:
 
     def delete_messages(self, session_id: str, ids: Sequence[str]) -> None:
         """Delete messages, splicing their children (see :meth:`Session.delete_messages`)."""
+        if not isinstance(ids, str):  # the session refuses a string; checked before the touch
+            ids = builtins.list(ids)  # an iterator is read once
+            check_ids("ids", ids)
         self._touch(session_id).delete_messages(ids)
 
     def add_compaction(
         self, session_id: str, summary: str, from_message_id: str, to_message_id: str
     ) -> StoredCompaction:
         """Store an overlay (see :meth:`Session.add_compaction`)."""
+        check_text("summary", summary)  # checked before the touch: a refusal writes nothing
+        check_id("from_message_id", from_message_id)
+        check_id("to_message_id", to_message_id)
         return self._touch(session_id).add_compaction(summary, from_message_id, to_message_id)
 
     def get_compactions(self, session_id: str) -> builtins.list[StoredCompaction]:
@@ -373,7 +380,7 @@ class SessionManager:
         one assistant message whose only text part is :data:`CONTINUATION_PREFIX` + ``summary``.
         """
         if not isinstance(summary, str):  # message text: any string round-trips
-            raise TypeError(f"summary must be a string, not {type(summary).__name__}")
+            raise InvalidArgumentType("summary", f"must be a string, not {type(summary).__name__}")
         check_text("name", name, optional=True)
         found: builtins.list[SessionInfo] = []
 
@@ -406,18 +413,16 @@ class SessionManager:
         first) and keeps the hits of registered sessions, asking for more when others crowd
         them out. An empty query, or one with no word, finds nothing.
         """
-        query = search_query("query", query)
-        check_count("limit", limit, negative=True)
-        if limit <= 0 or not query.strip():
-            return []
-        backend = self._store.core.backend
-        with backend.read() as ops:
-            if not self._exists(ops):
-                return []
         want = limit
         while True:
-            hits = self._store.search(query, limit=want)
-            with backend.read() as ops:
+            hits = self._store.search(query, limit=want)  # checks query and limit
+            if not hits:
+                return []
+            with self._store.core.backend.read() as ops:
+                # Hits of a store that has no registry are all unmanaged; the catalog is
+                # asked only until the registry is seen.
+                if not self._exists(ops):
+                    return []
                 known = ops.registry_known([h.session_id for h in hits])
             kept = [h for h in hits if h.session_id in known]
             if len(kept) >= limit or len(hits) < want:
@@ -517,4 +522,4 @@ class HistorySearchProvider:
 
     def search(self, query: str) -> str | None:
         """The best 10 hits across the managed sessions, or None."""
-        return self._manager._search_text(search_query("query", query))
+        return self._manager._search_text(query)
