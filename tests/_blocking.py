@@ -6,6 +6,8 @@ same-named coroutine to that loop and waits; async iterators become plain iterat
 item per ``next()``; handles are wrapped once per session. Nothing is reimplemented, so a test
 written against :class:`~convostore.Sessions` exercises the async layer unchanged.
 
+:func:`blocking_manager` gives the session manager of either kind of store the same way.
+
 Two things pass through to the sync objects, on purpose:
 
 - private attributes, so the adapter never hides what the sync object has (tests look at
@@ -22,7 +24,9 @@ import threading
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
+from convostore import Sessions
 from convostore.aio import AsyncSession, AsyncSessions
+from convostore.manager import AsyncSessionManager, SessionManager
 
 T = TypeVar("T")
 
@@ -135,3 +139,17 @@ def blocking_open(url: Any = None, **options: Any) -> BlockingSessions:
 
     inner = _wait(opening())
     return BlockingSessions(inner, inner.sync)
+
+
+def blocking_manager(store: Sessions | BlockingSessions) -> Any:
+    """The session manager of a store under test, with the sync API either way.
+
+    A :class:`~convostore.Sessions` gets a plain :class:`~convostore.manager.SessionManager`; a
+    store from :func:`blocking_open` gets an :class:`~convostore.manager.AsyncSessionManager`
+    made blocking, whose calls from a worker thread go to the sync manager it drives (the one
+    place tests reach that private attribute).
+    """
+    if isinstance(store, Sessions):
+        return SessionManager(store)
+    inner = AsyncSessionManager(store._inner)
+    return _Blocking(inner, inner._sync)

@@ -11,12 +11,13 @@ drivers' own).
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _blocking import _Blocking
+from _blocking import blocking_manager
 from _helpers import ids, text
 
 from convostore import (
@@ -28,7 +29,6 @@ from convostore import (
     Sessions,
 )
 from convostore._limits import MAX_COUNT, MAX_ID_BYTES, MAX_TIMESTAMP_MS
-from convostore.manager import AsyncSessionManager, SessionManager
 
 BAD_IDS = {
     "nul": "a\x00b",
@@ -42,17 +42,13 @@ BAD_IDS = {
 Call = Callable[[Any, str], object]
 
 
-def _manager(store: Any) -> Any:
-    """A SessionManager over the store under test (made blocking for the async API)."""
-    if isinstance(store, Sessions):
-        return SessionManager(store)
-    inner = AsyncSessionManager(store._inner)
-    return _Blocking(inner, inner._sync)
+_manager = blocking_manager
 
 
-def _managed(store: Any) -> tuple[Any, str]:
-    manager = _manager(store)
-    return manager, manager.create("managed").id
+def _sid(store: Any) -> str:
+    """The id of the managed session :func:`_seed` registered."""
+    (info,) = _manager(store).list()
+    return str(info.id)
 
 
 def _fn(messages: list[Any]) -> None:
@@ -86,12 +82,12 @@ ID_ARGUMENTS: list[tuple[str, Call]] = [
     ("session_id", lambda s, v: _manager(s).get_history(v)),
     ("parent_session_id", lambda s, v: _manager(s).create("x", parent_session_id=v)),
     ("before", lambda s, v: _manager(s).list(before=v)),
-    ("parent_id", lambda s, v: _manager(s).append_all(_managed(s)[1], [], v)),
-    ("at_message_id", lambda s, v: _manager(s).fork(_managed(s)[1], v, "copy")),
-    ("leaf_id", lambda s, v: _manager(s).get_history(_managed(s)[1], v)),
-    ("message_id", lambda s, v: _manager(s).get_branches(_managed(s)[1], v)),
-    ("ids[0]", lambda s, v: _manager(s).delete_messages(_managed(s)[1], [v])),
-    ("from_message_id", lambda s, v: _manager(s).add_compaction(_managed(s)[1], "s", v, "a")),
+    ("parent_id", lambda s, v: _manager(s).append_all(_sid(s), [], v)),
+    ("at_message_id", lambda s, v: _manager(s).fork(_sid(s), v, "copy")),
+    ("leaf_id", lambda s, v: _manager(s).get_history(_sid(s), v)),
+    ("message_id", lambda s, v: _manager(s).get_branches(_sid(s), v)),
+    ("ids[0]", lambda s, v: _manager(s).delete_messages(_sid(s), [v])),
+    ("from_message_id", lambda s, v: _manager(s).add_compaction(_sid(s), "s", v, "a")),
 ]
 
 # Short texts stored in a column of their own: no NUL, no lone surrogate, any length.
@@ -102,18 +98,23 @@ TEXT_ARGUMENTS: list[tuple[str, Call]] = [
     ("name", lambda s, v: _manager(s).create(v)),
     ("model", lambda s, v: _manager(s).create("x", model=v)),
     ("source", lambda s, v: _manager(s).create("x", source=v)),
-    ("name", lambda s, v: _manager(s).rename(_managed(s)[1], v)),
+    ("name", lambda s, v: _manager(s).rename(_sid(s), v)),
 ]
 
 
 def _seed(store: Sessions) -> Any:
-    """One message in session "s"; returns what a refused call must leave unchanged."""
-    store.session("s").append_message(text("a", "deploy lock"))
+    """One message in session "s" and one managed session (made once per store); returns
+    what a refused call must leave unchanged."""
+    if not _manager(store).list():
+        store.session("s").append_message(text("a", "deploy lock"))
+        _manager(store).create("managed", model="m", source="src")
     return _snapshot(store)
 
 
 def _snapshot(store: Sessions) -> Any:
-    return store.storage_stats(), store.list_sessions(), store.session("s").get_history()
+    """The stored data a refused call could touch, the manager's registry included."""
+    return (store.storage_stats(), store.list_sessions(), store.session("s").get_history(),
+            _manager(store).list())
 
 
 def _refused(store: Sessions, call: Call, values: list[Any], name: str, error: type) -> None:
@@ -199,9 +200,31 @@ LIMIT_CALLS: list[tuple[str, Call]] = [
     ("limit", lambda s, v: s.session("s").search("deploy", limit=v)),
     ("limit", lambda s, v: _manager(s).search("deploy", limit=v)),
     ("limit", lambda s, v: _manager(s).list(limit=v)),
-    ("input_tokens", lambda s, v: _manager(s).add_usage(_managed(s)[1], v, 0, 0.0)),
-    ("output_tokens", lambda s, v: _manager(s).add_usage(_managed(s)[1], 0, v, 0.0)),
+    ("input_tokens", lambda s, v: _manager(s).add_usage(_sid(s), v, 0, 0.0)),
+    ("output_tokens", lambda s, v: _manager(s).add_usage(_sid(s), 0, v, 0.0)),
 ]
+
+
+# Arguments checked only for their type: they take any value of it.
+TYPE_ARGUMENTS: list[tuple[str, Call]] = [
+    ("summary", lambda s, v: _manager(s).compact_and_split(_sid(s), v)),
+    ("messages", lambda s, v: _manager(s).append_all(_sid(s), v)),
+]
+
+
+@pytest.mark.parametrize(("name", "call"), TYPE_ARGUMENTS)
+def test_an_argument_of_the_wrong_type_is_refused_naming_it(
+    store: Sessions, name: str, call: Call
+) -> None:
+    _refused(store, call, [7, None, b"x", {"id": "m"}], name, TypeError)
+
+
+def test_a_cost_that_is_not_a_finite_number_is_refused(store: Sessions) -> None:
+    def call(s: Any, v: Any) -> object:
+        return _manager(s).add_usage(_sid(s), 1, 1, v)
+
+    _refused(store, call, [math.nan, math.inf, -math.inf], "cost", ValueError)
+    _refused(store, call, ["1.5", True, None], "cost", TypeError)
 
 
 @pytest.mark.parametrize(("name", "call"), LIMIT_CALLS)

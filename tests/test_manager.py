@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _blocking import _Blocking, _wait
+from _blocking import _wait, blocking_manager
 from _helpers import ids, text
 from _storage import has_registry
 
@@ -35,10 +35,7 @@ from convostore.manager import (
 @pytest.fixture
 def manager(store: Any) -> Any:
     """A SessionManager, or an AsyncSessionManager made blocking (same calls, same results)."""
-    if isinstance(store, Sessions):
-        return SessionManager(store)
-    inner = AsyncSessionManager(store._inner)
-    return _Blocking(inner, inner._sync)
+    return blocking_manager(store)
 
 
 def resolve(value: Any) -> Any:
