@@ -219,7 +219,7 @@ def test_the_architecture_doc_names_every_module() -> None:
     engines = (root / "docs" / "engines.md").read_text(encoding="utf-8")
     for path in package.glob("*.py"):
         if path.stem not in ("__init__", "__main__"):
-            assert f"{path.stem}.py" in architecture or f"{path.stem}`" in architecture, path
+            assert f"{path.stem}.py" in architecture, path
     for path in (package / "backends").glob("*.py"):
         if path.stem != "__init__":
             assert f"{path.stem}.py" in engines, path
