@@ -63,13 +63,6 @@ CAPABILITIES: dict[str, frozenset[str]] = {
 # declares more names this table knows is checked on those too (see ``_check_declared``).
 ENGINE_DECLARED = frozenset({"shared_across_processes"})
 
-# The SQL dialect of each backend's database, for the few tests that must write tables of
-# their own in it (test_legacy.py creates the reference system's tables): they read
-# ``BackendSpec.dialect`` and pick their DDL by it. Which tests run is still decided by
-# capability only; the dialect picks what a test writes, never whether it runs.
-DIALECTS = {"sqlite-file": "sqlite", "sqlite-memory": "sqlite", "postgres": "postgresql"}
-
-
 @dataclass
 class BackendSpec:
     """How to open (and reopen) the database a test uses."""
@@ -85,8 +78,11 @@ class BackendSpec:
 
     @property
     def dialect(self) -> str:
-        """The SQL dialect of the database: ``"sqlite"`` or ``"postgresql"``."""
-        return DIALECTS[self.name]
+        """The SQL dialect of the database, ``"postgresql"`` or ``"sqlite"``, read from the
+        ``postgresql_dialect`` capability: for the few tests that write tables of their own
+        (test_legacy.py creates the reference system's); it picks what they write, never
+        whether they run."""
+        return "postgresql" if "postgresql_dialect" in self.capabilities else "sqlite"
 
 
 def _check_declared(spec: BackendSpec, declared: frozenset[str]) -> None:
