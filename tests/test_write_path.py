@@ -683,3 +683,17 @@ def test_concurrent_threads_append_one_linear_chain(store: Sessions) -> None:
     history = s.get_history()
     assert len(history) == n_threads * per
     assert len(set(ids(history))) == n_threads * per
+
+
+def test_nested_tuples_count_toward_the_depth_limit(store: Sessions) -> None:
+    """A tuple is written as a list: 200 nested tuples are 200 levels, refused as lists are."""
+    deep: object = "x"
+    for _ in range(200):
+        deep = (deep,)
+    for message in (
+        {"id": "a", "role": "user", "parts": [{"type": "text", "text": "hi", "extra": deep}]},
+        {"id": "b", "role": "user", "parts": [], "metadata": {"k": deep}},
+    ):
+        with pytest.raises(InvalidMessage, match="levels deep"):
+            store.session().append_message(message)
+    assert store.session().get_history() == []

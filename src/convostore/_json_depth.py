@@ -3,7 +3,7 @@
 Python's JSON encoder and decoder spend one level of the interpreter's recursion budget per
 level of nesting, so how deep a value may be depends on how deep the caller's stack already is.
 The store bounds nesting when it writes (:data:`convostore.codec.MAX_JSON_DEPTH`, checked with
-:func:`exceeds_depth` on the message), and decodes with :func:`loads_iterative` when the
+:func:`exceeds_depth` on the stored text), and decodes with :func:`loads_iterative` when the
 fast decoder runs out of stack, so what was stored reads back from any call depth.
 """
 
@@ -24,26 +24,30 @@ _CONSTANTS: dict[str, Any] = {
 }
 
 
-def exceeds_depth(value: Any, limit: int) -> bool:
-    """Does ``value`` nest containers (dicts, lists, tuples) more than ``limit`` levels deep?
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_FOLD = bytes.maketrans(b"{}", b"[]")
 
-    A walk one level at a time over the containers only: strings are never read, so a message
-    of long text costs a handful of ``isinstance`` checks, and nothing recurses. The value must
-    hold no cycle (its JSON text was already written, which a cycle forbids).
+
+def exceeds_depth(text: str, limit: int) -> bool:
+    """Does the JSON ``text``, as convostore's encoder writes it, nest containers more than
+    ``limit`` levels deep?
+
+    Work done in C: at most ``limit`` brackets cannot nest deeper (two counts); otherwise the
+    strings are cut out (after dropping escaped backslashes and quotes, the quotes left delimit
+    strings: the text is compact and well formed), the rest reduced to its brackets with ``{}``
+    folded into ``[]``, and each pass removes the innermost pairs, one level per pass.
     """
-    level: list[Any] = [value] if isinstance(value, (dict, list, tuple)) else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return True
-        level = [
-            child
-            for container in level
-            for child in (container.values() if isinstance(container, dict) else container)
-            if isinstance(child, (dict, list, tuple))
-        ]
-    return False
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    if "\\" in text:
+        text = text.replace("\\\\", "").replace('\\"', "")
+    outside = "".join(text.split('"')[::2])
+    brackets = outside.encode("utf-8", "surrogatepass").translate(_FOLD, _NOT_BRACKETS)
+    for _ in range(limit):
+        brackets = brackets.replace(b"[]", b"")
+        if not brackets:
+            return False
+    return True
 
 
 def _fail(text: str, pos: int, expected: str) -> ValueError:

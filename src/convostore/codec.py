@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._json_depth import exceeds_depth, loads_iterative, short_path, size_iterative
-from ._limits import check_message_keys
+from ._limits import check_message_keys, unsafe_to_spaces
 from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .errors import InvalidMessage, InvalidMessageType
 from .model import Message, is_tool_type
@@ -105,15 +105,12 @@ def dumps(value: Any) -> str:
 def check_depth(message: Message, text: str) -> None:
     """Refuse a message (stored as ``text``) that nests deeper than :data:`MAX_JSON_DEPTH`.
 
-    Cheapest test first: a message whose parts hold no container nests 3 levels; a text with
-    at most as many brackets as the limit cannot nest deeper (two scans in C); only then are
-    the containers walked, level by level.
+    Cheapest test first: a message whose parts hold no container nests 3 levels, whatever its
+    text says; otherwise the text is measured in C (:func:`~._json_depth.exceeds_depth`).
 
     :raises InvalidMessage: naming the first field that is too deep (its path shortened).
     """
-    if _shallow(message) or text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return
-    if exceeds_depth(message, MAX_JSON_DEPTH):
+    if not _shallow(message) and exceeds_depth(text, MAX_JSON_DEPTH):
         field, problem = _find_bad_value(message)
         raise InvalidMessage(
             short_path(field or "message"),
@@ -125,15 +122,15 @@ def _shallow(message: Message) -> bool:
     """Does no value of the message (besides its ``parts`` list) or of its parts hold a
     container? Most messages are text parts: this answers them without reading the text."""
     for key, value in message.items():
-        if isinstance(value, (dict, list)):
+        if isinstance(value, (dict, list, tuple)):  # a tuple is written as a list
             if key != "parts" or not isinstance(value, list):
                 return False
             for part in value:
                 if isinstance(part, dict):
                     for item in part.values():
-                        if isinstance(item, (dict, list)):
+                        if isinstance(item, (dict, list, tuple)):
                             return False
-                elif isinstance(part, list):
+                elif isinstance(part, (list, tuple)):
                     return False
     return True
 
@@ -654,9 +651,6 @@ def base64_len(byte_count: int) -> int:
     return (byte_count + 2) // 3 * 4
 
 
-_UNINDEXABLE = re.compile("[\x00\ud800-\udfff]")
-
-
 def message_text(message: Message) -> str:
     """The searchable text of a message: its ``text`` parts joined by one space (§8.1).
 
@@ -671,7 +665,7 @@ def message_text(message: Message) -> str:
         if isinstance(p, dict) and p.get("type") == "text"
     ]
     text = " ".join(t for t in texts if t)
-    return _UNINDEXABLE.sub(" ", text) if _UNINDEXABLE.search(text) else text
+    return unsafe_to_spaces(text)
 
 
 def is_valid_stored(value: object) -> bool:
