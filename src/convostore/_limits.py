@@ -157,4 +157,10 @@ def search_query(name: str, value: object) -> str:
     (as in the indexed text), so ``"deploy\\x00lock"`` searches for ``deploy lock``."""
     if not isinstance(value, str):
         raise InvalidArgumentType(name, f"must be a string, not {type(value).__name__}")
-    return _UNSAFE.sub(" ", value) if _UNSAFE.search(value) else value
+    return unsafe_to_spaces(value)
+
+
+def unsafe_to_spaces(text: str) -> str:
+    """``text`` with each NUL and lone surrogate replaced by a space: what the search index
+    holds of a message's text (no engine's index can hold them), and how a query reads them."""
+    return _UNSAFE.sub(" ", text) if _UNSAFE.search(text) else text

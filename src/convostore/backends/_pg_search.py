@@ -70,13 +70,7 @@ _FTS_DDL = [
 ]
 
 
-_UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")
 _WORD = re.compile(r"\w")
-
-
-def _clean(text: str) -> str:
-    """Text PostgreSQL can hold: NUL and lone surrogates become spaces."""
-    return _UNSAFE_TEXT.sub(" ", text) if _UNSAFE_TEXT.search(text) else text
 
 
 _VERBATIM_CHARS = 60_000
@@ -134,10 +128,7 @@ class PostgresSearchOps(SqlOps):
             self._fts = True
 
     def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
-        entries = []
-        for sid, mid, role, text in rows:
-            text = _clean(text)
-            entries.append((sid, mid, role, text, _index_source(text)))
+        entries = [(sid, mid, role, text, _index_source(text)) for sid, mid, role, text in rows]
         self._many(
             f"INSERT INTO {FTS} AS f (session_id, id, role, content, tsv) "
             f"VALUES (?, ?, ?, ?, to_tsvector('{TS_CONFIG}', ?)) "
@@ -159,7 +150,6 @@ class PostgresSearchOps(SqlOps):
     def fts_search(
         self, query: str, session_id: str | None, limit: int, all_words: bool
     ) -> list[FtsHit]:
-        query = _clean(query)
         if not _WORD.search(query) or limit <= 0:
             return []  # nothing a parser would keep: no lexeme, no hit
         parse = "plainto_tsquery" if all_words else "phraseto_tsquery"
