@@ -462,6 +462,27 @@ def test_chat_created_at_numbers_dates_and_a_counter(
     assert {h.id: h.created_at for h in store.search("garbage")} == {"g": T_0300 + 251}
 
 
+@pytest.mark.requires("reopen", "dynamic_column_types")
+def test_chat_times_the_store_cannot_hold_follow_the_row_before(
+    legacy: LegacyDb, reopen: Callable[[], Sessions]
+) -> None:
+    """Microseconds, a negative time and infinity are no times the store accepts: the rows
+    are lifted in order (their times following the one before) and the table is dropped, not
+    kept and re-read on every open."""
+    legacy.run(CHAT_DDL[legacy.dialect])
+    chat_row(legacy, "a", text("a", "first"), 1000)
+    chat_row(legacy, "b", text("b", "micro"), 1_700_000_000_000_123)
+    chat_row(legacy, "c", text("c", "negative"), -5)
+    chat_row(legacy, "d", text("d", "infinite"), "inf")
+    store = reopen()
+    # SQLite orders by created_at: c (-5), a, b, then the text "inf"
+    assert ids(store.session().get_history()) == ["c", "a", "b", "d"]
+    times = {h.id: h.created_at for w in ("first", "micro", "negative", "infinite")
+             for h in store.search(w)}
+    assert times == {"c": 0, "a": 1000, "b": 1001, "d": 1002}
+    assert "cf_ai_chat_agent_messages" not in legacy.tables()
+
+
 # --- the v4 → v5 conversion and the windows, pure ------------------------------------------------
 
 

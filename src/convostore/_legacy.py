@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import codec
+from ._limits import MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS
 from ._search import restart_backfill
 from ._windows import pack
 from .backends._legacy_sql import (
@@ -198,8 +199,17 @@ def _chat_message(body: str | None, row_id: str) -> Message | None:
 
 
 def _created_ms(value: Any) -> int | None:
-    """A chat row's ``created_at`` as epoch milliseconds: a number as is, else a parsed date
-    (read as UTC when it names no zone), else None."""
+    """A chat row's ``created_at`` as epoch milliseconds the store accepts, else None (the
+    caller then keeps the row in order after the one before it)."""
+    try:
+        ms = _as_ms(value)
+    except (OverflowError, ValueError):  # an infinite or NaN number
+        return None
+    return ms if ms is not None and MIN_TIMESTAMP_MS <= ms <= MAX_TIMESTAMP_MS else None
+
+
+def _as_ms(value: Any) -> int | None:
+    """A number as is, else a parsed date (read as UTC when it names no zone), else None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
