@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from _blocking import _wait, blocking_manager
 from _helpers import ids, text
-from _storage import has_registry
+from _storage import has_registry, has_search_table
 
 import convostore._manager as manager_impl
 import convostore.manager as manager_module
@@ -53,6 +53,14 @@ def session_ids(infos: list[SessionInfo]) -> list[str]:
 
 
 # --- the registry (§10.6, §11.7 "create and get session", "list", "rename", "delete") ----------
+
+
+def test_searching_without_managed_sessions_builds_no_index(store: Any, manager: Any) -> None:
+    store.session("s").append_message(text("m1", "hello"))
+    assert manager.search("hello") == []
+    assert not has_search_table(store)
+    with pytest.raises(ValueError, match="limit"):
+        manager.search("hello", limit=-(2**70))
 
 
 def test_a_plain_store_never_creates_the_registry(store: Any) -> None:

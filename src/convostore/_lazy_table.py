@@ -34,6 +34,11 @@ class LazyTable:
         self._known = False
         self._lock = threading.Lock()
 
+    @property
+    def known(self) -> bool:
+        """Has the table been seen? (Then :meth:`ready` asks nothing.)"""
+        return self._known
+
     def ready(self, ops: Ops) -> bool:
         """Does the table exist? A catalog query in ``ops`` until the answer is yes."""
         if not self._known and self._exists(ops):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._lazy_table import LazyTable
-from ._limits import MAX_COUNT, check_count, check_id, check_ids, check_text
+from ._limits import MAX_COUNT, check_count, check_id, check_ids, check_text, search_query
 from ._writes import now_ms
 from .backends.base import Ops
 from .context._core import parse_arguments
@@ -413,16 +413,18 @@ class SessionManager:
         first) and keeps the hits of registered sessions, asking for more when others crowd
         them out. An empty query, or one with no word, finds nothing.
         """
+        search_query("query", query)  # bad arguments are refused, registry or not
+        check_count("limit", limit, negative=True)
+        if not self._registry.known:
+            with self._store.core.backend.read() as ops:
+                if not self._exists(ops):
+                    return []  # no managed session: nothing to search, no index to build
         want = limit
         while True:
-            hits = self._store.search(query, limit=want)  # checks query and limit
+            hits = self._store.search(query, limit=want)
             if not hits:
                 return []
             with self._store.core.backend.read() as ops:
-                # Hits of a store that has no registry are all unmanaged; the catalog is
-                # asked only until the registry is seen.
-                if not self._exists(ops):
-                    return []
                 known = ops.registry_known([h.session_id for h in hits])
             kept = [h for h in hits if h.session_id in known]
             if len(kept) >= limit or len(hits) < want:
