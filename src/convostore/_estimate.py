@@ -64,8 +64,8 @@ class PathTotals:
         count = self._core.token_counter or estimate_string_tokens
         raw = ops.path(sid, leaf)
         total_bytes = sum(raw.bytes)
-        path, spans = plan(ops, sid, raw)
         records = ops.compactions(sid)
+        path, spans = plan(ops, sid, raw, records)
         total = sum(path.tokens)
         for span in spans:
             total -= sum(path.tokens[span.start : span.end + 1])

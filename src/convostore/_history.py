@@ -25,7 +25,7 @@ from . import codec
 from ._overlays import Span, plan_overlays, position, synthetic_message
 from ._rows import hydrate, hydrate_in_order, parse, self_contained
 from ._windows import pack
-from .backends.base import Backend, ContentRow, Ops, PathArrays, RowMeta
+from .backends.base import Backend, CompactionRow, ContentRow, Ops, PathArrays, RowMeta
 from .compaction import COMPACTION_PREFIX
 from .model import Message, RecentHistory, RowStat
 
@@ -78,10 +78,16 @@ def overlaid(
             yield from run(segment.lo, segment.hi)
 
 
-def plan(ops: Ops, session_id: str, path: PathArrays) -> tuple[PathArrays, list[Span]]:
+def plan(
+    ops: Ops, session_id: str, path: PathArrays,
+    records: Sequence[CompactionRow] | None = None,
+) -> tuple[PathArrays, list[Span]]:
     """Plan overlays over ``path``, hiding stored copies of this session's synthetic summaries
-    (a client may echo one back; it must not show twice)."""
-    records = ops.compactions(session_id)
+    (a client may echo one back; it must not show twice).
+
+    :param records: the session's compaction records when the caller read them already."""
+    if records is None:
+        records = ops.compactions(session_id)
     if not records:
         return path, []
     names = [r.from_message_id for r in records] + [r.to_message_id for r in records]
@@ -203,7 +209,7 @@ class History:
             if hit is not None:
                 # the end of a compacted span: plan overlays over what remains
                 with self._backend.read() as ops:
-                    path, spans = plan(ops, sid, ops.path(sid, hit))
+                    path, spans = plan(ops, sid, ops.path(sid, hit), records)
                 yield from overlaid(segments(len(path), spans),
                                     partial(self._windows_down, path),
                                     reverse=True)

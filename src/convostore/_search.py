@@ -30,6 +30,7 @@ from typing import Any
 
 from . import _limits, codec
 from ._lazy_table import LazyTable
+from ._rows import reassemble
 from .backends.base import Backend, Ops, ScannedRow
 from .model import SearchResult
 
@@ -176,11 +177,7 @@ def _index(ops: Ops, batch: Sequence[ScannedRow]) -> None:
         by_session.setdefault(sid, []).append((row, role))
     entries: list[tuple[str, str, str, str]] = []
     for sid, rows in by_session.items():
-        texts = {r.id: r.content for r, _ in rows}
-        chunked = [r.id for r, _ in rows if r.content_chunks > 0]
-        if chunked:
-            for mid, _idx, content in ops.continuations(sid, chunked):
-                texts[mid] += content
+        texts = reassemble(ops, sid, [r for r, _ in rows])
         for row, role in rows:
             try:
                 value = codec.loads(texts[row.id])

@@ -21,7 +21,7 @@ from ._core import StoreCore
 from ._limits import check_id, check_text
 from ._rows import reassemble
 from .backends.base import CompactionRow, NewRow, Ops
-from .errors import InvalidMessage
+from .errors import InvalidArgument, InvalidMessage
 from .model import Message, Source, StoredCompaction, Unset
 from .tokens import estimate_row_tokens
 
@@ -110,7 +110,7 @@ class Writer:
         """Everything a write needs, computed before the transaction opens."""
         if sanitize:
             if source not in _SOURCES:
-                raise ValueError(f"source must be 'server' or 'client', not {source!r}")
+                raise InvalidArgument("source", f"must be 'server' or 'client', not {source!r}")
             message = codec.sanitize_message(message)
             if source == "client":
                 message = codec.strip_reserved_metadata(message, self._core.reserved_metadata_keys)
@@ -178,7 +178,9 @@ class Writer:
             elif not parent_id:
                 parent = None
             else:
-                parent = parent_id if ops.row_meta(sid, parent_id) is not None else None
+                # the tail is known to exist: integrations name it on every append
+                known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
+                parent = parent_id if known else None
             for p in prep.payloads:
                 ops.store_payload(p.hash, p.data, p.media_type)
             ops.insert_message(
