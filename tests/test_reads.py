@@ -254,6 +254,16 @@ def test_a_full_batch_is_handed_over_before_more_is_read(
     assert rows_read[0] == 50  # one window, not the next one
 
 
+def test_batch_options_that_are_not_counts_are_refused_naming_them(store: Sessions) -> None:
+    chain(store, 3)
+    s: Any = store.session()  # the wrong types are the point
+    for name, bad in (("batch_size", None), ("batch_size", "10"), ("max_batch_bytes", 2.5)):
+        with pytest.raises(TypeError, match=name):
+            next(iter(s.history_batches(**{name: bad})))
+    with pytest.raises(ValueError, match="max_content_bytes"):
+        s.get_recent_history(float("nan"))
+
+
 def test_batch_options_are_floored_to_one(store: Sessions) -> None:
     chain(store, 3)
     assert [len(b) for b in store.session().history_batches(batch_size=0)] == [1, 1, 1]

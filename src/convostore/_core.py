@@ -72,7 +72,7 @@ class ChangeFeed:
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Add ``listener``; returns a function that removes it (idempotent)."""
         if not callable(listener):
-            raise TypeError("subscribe() needs a callable")
+            raise TypeError(f"subscribe() needs a callable, not {type(listener).__name__}")
         with self._lock:
             self._listeners = (*self._listeners, listener)
 

@@ -25,7 +25,12 @@ from ._history import NEWEST_FIRST_WINDOW, WINDOW_BYTES, WINDOW_ROWS, History
 from ._rows import hydrate
 from ._writes import Prepared, Rewrite, Writer, iso_ms, now_ms, stored_compaction
 from .compaction import COMPACTION_PREFIX, CompactionFunction, coerce_compact_result
-from .errors import NoCompactionFunction, UnreadableMessage
+from .errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    NoCompactionFunction,
+    UnreadableMessage,
+)
 from .model import (
     UNSET,
     AppendResult,
@@ -61,7 +66,7 @@ class Session:
 
     def __init__(
         self, core: StoreCore, session_id: str, store: Sessions,
-        keep: Callable[[Session, bool], None] | None = None,
+        keep: Callable[[Session, bool], None],
     ) -> None:
         """A handle over ``core`` (use ``store.session(session_id)`` instead).
 
@@ -118,11 +123,13 @@ class Session:
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float))
         ):
-            raise TypeError(f"compact_after() needs a number, got {type(threshold).__name__}")
+            raise InvalidArgumentType(
+                "threshold", f"must be a number or None, not {type(threshold).__name__}"
+            )
         if threshold is not None and not math.isfinite(threshold):
-            raise ValueError(f"compact_after() threshold must be finite, not {threshold!r}")
+            raise InvalidArgument("threshold", f"must be finite, not {threshold!r}")
         if threshold is not None and threshold < 0:
-            raise ValueError("compact_after() threshold must not be negative")
+            raise InvalidArgument("threshold", f"must not be negative, not {threshold!r}")
         self._threshold = None if threshold is None else int(threshold)
         self._extra_tokens = extra_tokens
         self._configured()
@@ -136,9 +143,8 @@ class Session:
 
     def _configured(self) -> None:
         """Tell the store whether this handle now carries configuration worth keeping."""
-        if self._keep is not None:
-            settings = (self._compact_fn, self._threshold, self._extra_tokens, self._on_error)
-            self._keep(self, any(v is not None for v in settings))
+        settings = (self._compact_fn, self._threshold, self._extra_tokens, self._on_error)
+        self._keep(self, any(v is not None for v in settings))
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -235,7 +241,8 @@ class Session:
         prep = self._writer.prepare(msg, "server", sanitize=False)
         if not self._writer.insert(prep, parent_id, when, verbatim=True):
             return AppendResult(False, self._stored_or(msg["id"], msg))
-        self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id))
+        if self._core.events.listened:  # imports run in bulk: no event nobody receives
+            self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id))
         return AppendResult(True, msg)
 
     def delete_messages(self, ids: Sequence[str]) -> None:
@@ -347,6 +354,8 @@ class Session:
         A message's size is the UTF-8 length of its compact JSON. A batch is never empty; a
         message larger than the byte limit is yielded alone.
         """
+        _limits.check_count("batch_size", batch_size, negative=True)  # 0 or less: 1
+        _limits.check_count("max_batch_bytes", max_batch_bytes, negative=True)
         _limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.batches(batch_size, max_batch_bytes, leaf_id, newest_first)
 
@@ -364,9 +373,11 @@ class Session:
         takes. Overlays are planned over the window only.
         """
         if isinstance(max_content_bytes, bool) or not isinstance(max_content_bytes, (int, float)):
-            raise TypeError("max_content_bytes must be a number")
+            raise InvalidArgumentType(
+                "max_content_bytes", f"must be a number, not {type(max_content_bytes).__name__}"
+            )
         if isinstance(max_content_bytes, float) and math.isnan(max_content_bytes):
-            raise ValueError("max_content_bytes must be a number, not nan")
+            raise InvalidArgument("max_content_bytes", "must be a number, not nan")
         _limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.recent(int(min(max(max_content_bytes, 0), 2**62)), leaf_id)
 
