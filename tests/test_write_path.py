@@ -697,3 +697,27 @@ def test_nested_tuples_count_toward_the_depth_limit(store: Sessions) -> None:
         with pytest.raises(InvalidMessage, match="levels deep"):
             store.session().append_message(message)
     assert store.session().get_history() == []
+
+
+def test_naming_the_tail_as_parent_costs_no_lookup(
+    store: Sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Integrations pass the tail as parent_id on every append: the append probe already
+    found it, so no row lookup is made; another parent is still checked."""
+    from convostore.backends._sql import SqlOps
+
+    looked_up: list[str] = []
+    original = SqlOps.row_meta
+
+    def counting(self: SqlOps, session_id: str, id: str) -> Any:
+        looked_up.append(id)
+        return original(self, session_id, id)
+
+    monkeypatch.setattr(SqlOps, "row_meta", counting)
+    s = store.session()
+    s.append_message(text("m0", "a"))
+    s.append_message(text("m1", "b"), parent_id="m0")
+    assert looked_up == []
+    s.append_message(text("m2", "c"), parent_id="m0")  # a branch: m0 is no longer the tail
+    assert looked_up == ["m0"]
+    assert ids(s.get_history()) == ["m0", "m2"]
