@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from . import codec
-from ._parts import parse_data_url
+from ._parts import parse_data_url, tool_name
 from .model import Message, is_tool_type
 
 PREVIEW = 72
@@ -134,7 +134,7 @@ def part_preview(part: object, width: int = PREVIEW) -> str:
     if kind in ("text", "reasoning"):
         return f'{kind} "{clip(str(part.get("text", "")), width)}"'
     if is_tool_type(kind):
-        name = kind[5:] if kind.startswith("tool-") else str(part.get("toolName", "?"))
+        name = tool_name(part) or "?"
         bits = [f"tool {name}", str(part.get("state", ""))]
         if "input" in part:
             bits.append("input " + clip(codec.dumps(part["input"]), width // 2))
