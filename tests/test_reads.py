@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -598,3 +599,24 @@ def test_resending_a_message_whose_row_is_damaged_does_not_fail(store: Sessions)
     assert s.append_message(again).inserted is False
     assert s.import_message(again).inserted is False
     assert ids(s.get_history()) == ["m0", "m2"]
+
+
+def test_totals_are_remembered_by_the_store_not_the_handle(
+    store: Sessions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``store.session(id).get_recent_history(...)`` per request drops its handle each time:
+    the next request must not walk the whole path again."""
+    chain(store, 50)
+    walks: list[int] = []
+    original = SqlOps.path
+
+    def counting(self: SqlOps, *args: Any) -> Any:
+        walks.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(SqlOps, "path", counting)
+    for _ in range(3):
+        assert len(store.session().get_recent_history(10**9).messages) == 50
+        assert store.session().get_token_estimate() > 0
+        gc.collect()  # no handle survives between requests
+    assert len(walks) == 1

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from ._estimate import Memos
 from ._search import SearchIndex
 from .backends.base import Backend
 from .model import ChangeEvent
@@ -125,6 +126,8 @@ class StoreCore:
         """How an awaitable returned by a user callback is run (the async face replaces it)."""
         self.events = ChangeFeed(lambda: self.awaiter)
         """The in-process change feed."""
+        self.path_memos = Memos()
+        """Each session's last path totals (token estimate, bytes), kept across handles."""
         self.search_index = SearchIndex(backend)
         """The full-text index: readiness, lazy creation with backfill, queries."""
         self._closed = False
