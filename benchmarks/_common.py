@@ -38,7 +38,11 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from convostore import Session, Sessions
+# Measure the tree this script belongs to, not whatever convostore is installed: a before/after
+# comparison runs the same script from two checkouts (append.py does the same).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+from convostore import Session, Sessions  # noqa: E402
 
 MiB = 1024 * 1024
 KiB = 1024
