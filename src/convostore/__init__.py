@@ -16,6 +16,7 @@ search; media stored once, out of line; a change feed.
 
 from __future__ import annotations
 
+from ._records import MessageRecord, PruneResult, SessionEntry, SessionPage, SiblingPosition
 from .aio import AsyncSession, AsyncSessions
 from .compaction import COMPACTION_PREFIX, create_compact_function, is_compaction_message
 from .errors import (
@@ -65,15 +66,20 @@ __all__ = [
     "InvalidMessageType",
     "InvalidURL",
     "Message",
+    "MessageRecord",
     "MissingDependency",
     "NoCompactionFunction",
+    "PruneResult",
     "RecentHistory",
     "RowStat",
     "SchemaTooNew",
     "SearchResult",
     "Session",
+    "SessionEntry",
+    "SessionPage",
     "SessionSummary",
     "Sessions",
+    "SiblingPosition",
     "StorageStats",
     "StoreClosed",
     "StoredCompaction",

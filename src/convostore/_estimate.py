@@ -51,6 +51,11 @@ class Memos:
                 self._memos.move_to_end(session_id)
             return memo
 
+    def forget(self, session_id: str) -> None:
+        """Drop the session's memo (its rows were deleted)."""
+        with self._lock:
+            self._memos.pop(session_id, None)
+
     def put(self, session_id: str, memo: _Memo) -> None:
         """Keep ``memo`` for the session, dropping the least recently used beyond the bound."""
         with self._lock:

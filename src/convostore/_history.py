@@ -121,8 +121,8 @@ class History:
         """``leaf_id`` if it exists (None if not); without one, the active leaf."""
         if leaf_id:
             return leaf_id if ops.row_meta(self._sid, leaf_id) is not None else None
-        tail = ops.tail(self._sid)
-        return tail[0] if tail else None
+        active = ops.active_leaf(self._sid)  # the chosen leaf, else the newest row
+        return active[0] if active else None
 
     def _windows_up(self, path: PathArrays, lo: int, hi: int) -> Iterator[Message]:
         """Rows ``lo..hi`` oldest first, in packed windows, each in its own read scope."""
@@ -165,6 +165,8 @@ class History:
             records = ops.compactions(sid)
             upto: int | None = None
             expect: str | None = None
+            if not leaf_id:
+                leaf_id = ops.chosen_leaf(sid)  # set_active_leaf's choice, if any
             if leaf_id:
                 meta = ops.row_meta(sid, leaf_id)
                 if meta is None:
@@ -246,6 +248,8 @@ class History:
         with self._backend.read() as ops:
             # One statement walks only the window (content included); the path's total comes
             # from the memoised totals, so nothing older than the window is read.
+            if not leaf_id:
+                leaf_id = ops.chosen_leaf(sid)  # set_active_leaf's choice, if any
             found = None if leaf_id else self._linear_suffix(ops, budget)
             if found is None:  # a branch or an explicit leaf: walk parent links
                 found = ops.suffix(sid, leaf_id or None, budget)

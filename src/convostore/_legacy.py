@@ -121,6 +121,7 @@ def _lift_sessions(backend: Backend) -> None:
         for table in (LEGACY_REGISTRY, LEGACY_FTS):
             if table in present:
                 sql.drop(ops, table)
+        ops.dir_recount()  # the rows were copied in bulk: the directory counts them now
         if lifted_messages and ops.fts_exists():
             # an index built before this lift must learn the lifted rows: not here, under
             # the store lock, but by the stepped build of the next search or build_search_index

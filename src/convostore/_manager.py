@@ -233,14 +233,10 @@ class SessionManager:
         self._update(session_id, lambda ops, now: ops.registry_set_name(session_id, name, now))
 
     def delete(self, session_id: str) -> None:
-        """Delete a session: its messages, compactions and attachment references (payloads no
-        longer referenced are collected), then its registry row."""
+        """Delete a session and everything of it, registry row included, in one transaction
+        (see :meth:`Sessions.delete_session`)."""
         self._require(session_id)
-        # Messages first: a failure in between leaves a registered empty session, which a
-        # second delete() finishes, never unregistered messages.
-        self._store.session(session_id).clear_messages()
-        with self._store.core.backend.write(session_id) as ops:
-            ops.registry_delete(session_id)
+        self._store.delete_session(session_id)
 
     def add_usage(
         self, session_id: str, input_tokens: int, output_tokens: int, cost: float
@@ -267,7 +263,8 @@ class SessionManager:
     def get_session(self, session_id: str) -> Session:
         """The store's cached handle of a managed session (``store.session(session_id)``).
 
-        Writes through the handle itself do not touch ``updated_at``; the helpers below do.
+        Every message write moves ``updated_at`` (the registry is the store's directory);
+        the helpers below also move it before they write.
         """
         return self._handle(session_id)
 

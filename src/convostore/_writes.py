@@ -166,13 +166,13 @@ class Writer:
         given, unchecked). False, with nothing written, when the id already exists."""
         sid, msg = self._sid, prep.message
         with self._backend.write(sid) as ops:
-            exists, tail_id, max_seq = ops.append_probe(sid, msg["id"])
+            exists, tail_id, max_seq, chosen = ops.leaf_probe(sid, msg["id"])
             if exists:
                 return False
             seq = max_seq + 1
             parent: str | None
             if isinstance(parent_id, Unset):
-                parent = tail_id
+                parent = chosen or tail_id  # the leaf set_active_leaf chose, else the newest
             elif verbatim:
                 parent = parent_id
             elif not parent_id:
@@ -253,6 +253,9 @@ class Writer:
                 if child in doomed:
                     continue
                 ops.set_parent(sid, child, kept.get(parent, parent))
+            chosen = ops.chosen_leaf(sid)
+            if chosen is not None and chosen in parents:  # the chosen leaf moves up, as children do
+                ops.dir_set_leaf(sid, kept.get(chosen))
             if self._core.search_index.ready(ops):
                 ops.fts_delete(sid, present)
             dropped = ops.drop_message_refs(sid, present)

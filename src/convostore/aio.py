@@ -46,12 +46,16 @@ from collections.abc import (
     Coroutine,
     Generator,
     Iterable,
+    Mapping,
     Sequence,
 )
 from typing import Any, Literal, TypeVar
 
+from . import _directory
 from ._core import Listener, StoreCore
+from ._directory import Duration, Moment
 from ._history import WINDOW_BYTES
+from ._records import MessageRecord, PruneResult, SessionEntry, SessionPage, SiblingPosition
 from ._worker import Worker, WorkerIterator
 from .backends._engines import worker_count
 from .compaction import CompactFunction, CompactionFunction
@@ -289,6 +293,43 @@ class AsyncSessions:
         """Async twin of :meth:`Sessions.list_sessions`."""
         return await self._worker.run(self._sync.list_sessions)
 
+    async def list_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_after: Moment | None = None,
+        updated_before: Moment | None = None,
+        limit: int = _directory.DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """Async twin of :meth:`Sessions.list_conversations`."""
+        return await self._worker.run(functools.partial(
+            self._sync.list_conversations, owner=owner, metadata=metadata,
+            updated_after=updated_after, updated_before=updated_before, limit=limit,
+            cursor=cursor,
+        ))
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Async twin of :meth:`Sessions.delete_session`."""
+        return await self._worker.run(functools.partial(self._sync.delete_session, session_id))
+
+    async def prune(
+        self,
+        *,
+        older_than: Duration | None = None,
+        owner: str | None = None,
+        expired: bool = True,
+        dry_run: bool = False,
+        batch_size: int = _directory.PRUNE_BATCH_SESSIONS,
+        limit: int | None = None,
+    ) -> PruneResult:
+        """Async twin of :meth:`Sessions.prune` (on a worker thread: the loop never waits)."""
+        return await self._worker.run(functools.partial(
+            self._sync.prune, older_than=older_than, owner=owner, expired=expired,
+            dry_run=dry_run, batch_size=batch_size, limit=limit,
+        ))
+
 class AsyncSession:
     """Async twin of :class:`~convostore.Session`: every method awaited, same names and options.
 
@@ -412,6 +453,48 @@ class AsyncSession:
     async def get_roots(self) -> list[Message]:
         """Async twin of :meth:`Session.get_roots`."""
         return await self._call(self._session.get_roots)
+
+    async def set_active_leaf(self, message_id: str) -> None:
+        """Async twin of :meth:`Session.set_active_leaf`."""
+        await self._call(self._session.set_active_leaf, message_id)
+
+    async def get_leaves(self) -> list[Message]:
+        """Async twin of :meth:`Session.get_leaves`."""
+        return await self._call(self._session.get_leaves)
+
+    async def get_sibling_position(self, message_id: str) -> SiblingPosition | None:
+        """Async twin of :meth:`Session.get_sibling_position`."""
+        return await self._call(self._session.get_sibling_position, message_id)
+
+    async def get_info(self) -> SessionEntry | None:
+        """Async twin of :meth:`Session.get_info`."""
+        return await self._call(self._session.get_info)
+
+    async def update_info(
+        self,
+        *,
+        title: str | None | Unset = UNSET,
+        owner: str | None | Unset = UNSET,
+        metadata: Mapping[str, Any] | None | Unset = UNSET,
+        expires_at: Moment | None | Unset = UNSET,
+        ttl: Duration | None | Unset = UNSET,
+        belongs_to: str | None | Unset = UNSET,
+    ) -> SessionEntry:
+        """Async twin of :meth:`Session.update_info`."""
+        return await self._call(
+            self._session.update_info, title=title, owner=owner, metadata=metadata,
+            expires_at=expires_at, ttl=ttl, belongs_to=belongs_to,
+        )
+
+    def history_records(
+        self, *, leaf_id: str | None = None, newest_first: bool = False
+    ) -> AsyncIterator[MessageRecord]:
+        """Async twin of :meth:`Session.history_records`: one record per step."""
+        return WorkerIterator(
+            self._worker,
+            functools.partial(self._session.history_records, leaf_id=leaf_id,
+                              newest_first=newest_first),
+        )
 
     def history(
         self, *, leaf_id: str | None = None, newest_first: bool = False

@@ -108,7 +108,8 @@ class StorageStats:
 
 
 EventType = Literal[
-    "append", "update", "delete", "clear", "compact", "compaction", "import", "error"
+    "append", "update", "delete", "clear", "compact", "compaction", "import", "error",
+    "delete_session", "set_active_leaf",
 ]
 
 
@@ -126,6 +127,8 @@ class ChangeEvent:
     - ``compaction``: ``compaction``
     - ``import``: ``message``, ``parent_id``
     - ``error``: ``error`` (auto-compaction failed)
+    - ``delete_session``: nothing more (the conversation and everything of it were deleted)
+    - ``set_active_leaf``: ``message_ids`` (the chosen leaf)
     """
 
     type: EventType

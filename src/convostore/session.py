@@ -15,13 +15,15 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from . import _limits, codec
+from . import _directory, _limits, codec
 from ._core import StoreCore
+from ._directory import Duration, Moment
 from ._estimate import PathTotals
 from ._history import NEWEST_FIRST_WINDOW, WINDOW_BYTES, WINDOW_ROWS, History
+from ._records import MessageRecord, SessionEntry, SiblingPosition
 from ._rows import hydrate
 from ._writes import Prepared, Rewrite, Writer, iso_ms, now_ms, stored_compaction
 from .compaction import COMPACTION_PREFIX, CompactionFunction, coerce_compact_result
@@ -291,13 +293,14 @@ class Session:
         return stored if stored is not None else fallback
 
     def get_latest_leaf(self) -> Message | None:
-        """The active leaf: the most recently written message, or None for an empty session.
+        """The active leaf: the one :meth:`set_active_leaf` chose (until the next message
+        write), else the most recently written message; None for an empty session.
 
         :raises UnreadableMessage: the stored row cannot be decoded.
         """
         sid = self.session_id
         with self._core.backend.read() as ops:
-            tail = ops.tail(sid)
+            tail = ops.active_leaf(sid)  # the leaf set_active_leaf chose, else the newest row
             if tail is None:
                 return None
             rows = ops.content_rows_by_seq(sid, [tail[1]])
@@ -321,6 +324,67 @@ class Session:
             hydrated = hydrate(ops, self.session_id, rows)
         return [hydrated[r.id] for r in rows if r.id in hydrated]
 
+    # --- the chosen branch ---------------------------------------------------------------------
+
+    def set_active_leaf(self, message_id: str) -> None:
+        """Choose the branch that ends at ``message_id``: stored, so every process's reads
+        without ``leaf_id`` (``history()``, ``get_latest_leaf()``, ...) and every
+        ``append_message`` without ``parent_id`` follow it, until the next message write
+        (whose new row is then the active leaf). Emits a ``set_active_leaf`` event.
+
+        :raises InvalidArgument: ``message_id`` is not a message of this session.
+        """
+        _directory.set_active_leaf(self._core, self.session_id, message_id)
+
+    def get_leaves(self) -> list[Message]:
+        """Every message without children (each ends a branch), in write order, no overlays."""
+        return _directory.get_leaves(self._core, self.session_id)
+
+    def get_sibling_position(self, message_id: str) -> SiblingPosition | None:
+        """Where ``message_id`` stands among its parent's children (or among the roots), in
+        write order, for a branch switcher ("2 of 3" is ``index + 1`` of ``count``); no content
+        is read. None when the message is not in this session."""
+        return _directory.sibling_position(self._core, self.session_id, message_id)
+
+    # --- the directory ------------------------------------------------------------------------
+
+    def get_info(self) -> SessionEntry | None:
+        """This session's directory entry (title, owner, metadata, times, counts, expiry), or
+        None when it was never written nor described."""
+        return _directory.get_info(self._core, self.session_id)
+
+    def update_info(
+        self,
+        *,
+        title: str | None | Unset = UNSET,
+        owner: str | None | Unset = UNSET,
+        metadata: Mapping[str, Any] | None | Unset = UNSET,
+        expires_at: Moment | None | Unset = UNSET,
+        ttl: Duration | None | Unset = UNSET,
+        belongs_to: str | None | Unset = UNSET,
+    ) -> SessionEntry:
+        """Describe the session in the directory: set what is passed, ``None`` clears it.
+
+        :param title: a display name.
+        :param owner: an opaque user id (listings filter on it; a string of at most 1,024
+            bytes).
+        :param metadata: the application's JSON object, replaced whole.
+        :param expires_at: when :meth:`Sessions.prune` may delete the conversation (an aware
+            ``datetime``, a naive one read as UTC, or epoch milliseconds).
+        :param ttl: a time to live (``timedelta`` or seconds) refreshed by every message write:
+            ``expires_at`` becomes the write's time plus ``ttl`` (and now plus ``ttl`` at once,
+            unless ``expires_at`` is passed too).
+        :param belongs_to: a session this one is deleted with (:meth:`Sessions.delete_session`
+            and :meth:`Sessions.prune` of that one delete this one too).
+        :returns: the entry as stored. A session never written gets an entry with no messages.
+
+        Describing does not change ``updated_at`` (a new entry starts with now).
+        """
+        return _directory.update_info(
+            self._core, self.session_id, title=title, owner=owner, metadata=metadata,
+            expires_at=expires_at, ttl=ttl, belongs_to=belongs_to,
+        )
+
     # --- history ------------------------------------------------------------------------------
 
     def history(
@@ -340,6 +404,23 @@ class Session:
         if newest_first:
             return self._history.newest_first(leaf_id)
         return self._history.oldest_first(leaf_id)
+
+    def history_records(
+        self, *, leaf_id: str | None = None, newest_first: bool = False
+    ) -> Iterator[MessageRecord]:
+        """Stream :meth:`history` with each message's row facts beside it: a
+        :class:`~convostore.MessageRecord` (``message``, ``created_at``, ``parent_id``,
+        ``size``). The messages are those :meth:`history` yields, unchanged.
+
+        Facts are read by id, content-free, a few messages at a time (1, 5, 15, 45, then 50),
+        so taking k records costs about what taking k messages does. To page older from a
+        newest-first read, start the next one at the oldest record's ``parent_id`` as
+        ``leaf_id``.
+        """
+        _limits.check_id("leaf_id", leaf_id, optional=True)
+        stream = self.history(leaf_id=leaf_id, newest_first=newest_first)
+        return _directory.history_records(self._core, self.session_id, stream,
+                                          newest_first=newest_first)
 
     def history_batches(
         self,
@@ -390,7 +471,7 @@ class Session:
         """The active path's token estimate: stamped row estimates, compacted spans replaced by
         their summaries. Never reads message content; memoised and extended on tail appends."""
         with self._core.backend.read() as ops:
-            tail = ops.tail(self.session_id)
+            tail = ops.active_leaf(self.session_id)
             if tail is None:
                 return 0
             return self._totals(ops, tail[0])[0]

@@ -8,11 +8,14 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
+from . import _directory
 from ._core import Listener, StoreCore, reserved_keys
+from ._directory import Duration, Moment
 from ._legacy import lift
+from ._records import PruneResult, SessionPage
 from ._limits import check_id
 from .backends._engines import open_backend
 from .backends.base import Backend
@@ -199,7 +202,86 @@ class Sessions:
             return StorageStats(**ops.stats())
 
     def list_sessions(self) -> list[SessionSummary]:
-        """Every session that holds messages, with its message count, size and last write."""
-        with self._core.backend.read() as ops:
-            return [SessionSummary(*row) for row in ops.session_summaries()]
+        """Every session that holds messages, by id, with its message count, size and last
+        write (read from the directory; convostore's own ``convostore:*`` sessions left out).
 
+        For pages, filters and the newest first, use :meth:`list_conversations`."""
+        return _directory.list_sessions(self._core)
+
+    # --- the directory and a conversation's end -----------------------------------------------
+
+    def list_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_after: Moment | None = None,
+        updated_before: Moment | None = None,
+        limit: int = _directory.DEFAULT_PAGE,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """One page of the directory: sessions newest ``updated_at`` first (ties: id
+        descending), served by an index (no message is read).
+
+        :param owner: only this owner's sessions (see :meth:`Session.update_info`).
+        :param metadata: only sessions whose metadata holds each ``key: value`` (a string,
+            number, bool or None; compared as JSON values).
+        :param updated_after: only ``updated_at >= updated_after`` (``datetime`` or epoch ms).
+        :param updated_before: only ``updated_at < updated_before``.
+        :param limit: sessions per page (50).
+        :param cursor: ``next_cursor`` of the previous page (same filters).
+        :returns: a :class:`~convostore.SessionPage` (``sessions``, ``next_cursor``).
+
+        Every session with data is listed: written to (no separate call), or described with
+        :meth:`Session.update_info`, or registered by the session manager; never the
+        ``convostore:*`` sessions that hold context data. Paging is by key: a page never
+        repeats a session of an earlier page, and never skips a session that was not written
+        while paging (a session written meanwhile moves to the front, where a new listing
+        finds it).
+        """
+        return _directory.list_conversations(
+            self._core, owner=owner, metadata=metadata, updated_after=updated_after,
+            updated_before=updated_before, limit=limit, cursor=cursor,
+        )
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a conversation and everything of it, in one transaction: messages,
+        continuation rows, compactions, attachment references (payloads nobody else references
+        are collected), search entries, its state and directory row, and every session that
+        belongs to it (the context blocks and cached prompts :mod:`convostore.context` stored
+        for it). Emits a ``delete_session`` event.
+
+        :returns: True when the session had anything stored.
+        """
+        return _directory.delete_session(self._core, session_id)
+
+    def prune(
+        self,
+        *,
+        older_than: Duration | None = None,
+        owner: str | None = None,
+        expired: bool = True,
+        dry_run: bool = False,
+        batch_size: int = _directory.PRUNE_BATCH_SESSIONS,
+        limit: int | None = None,
+    ) -> PruneResult:
+        """Delete idle and expired conversations, each as :meth:`delete_session` does.
+
+        :param older_than: delete conversations whose ``updated_at`` is older than this
+            (``timedelta`` or seconds); None: idle ones are kept.
+        :param owner: only this owner's conversations.
+        :param expired: also delete conversations past their ``expires_at`` (see
+            :meth:`Session.update_info`).
+        :param dry_run: delete nothing; return what would be deleted.
+        :param batch_size: most conversations per transaction (also at most 2,000 message
+            rows per transaction, unless one conversation alone holds more).
+        :param limit: most conversations deleted by this call (None: all).
+
+        Each batch is one short store-wide transaction, followed by a pause as long as it took,
+        so other writers wait for at most one batch. Each candidate is checked again inside
+        the batch's transaction: a conversation written since it was found is kept. Stopped
+        part way (an error, an interrupt), it has deleted whole batches; calling it again
+        goes on with what is left.
+        """
+        return _directory.prune(self._core, older_than=older_than, owner=owner, expired=expired,
+                                dry_run=dry_run, batch_size=batch_size, limit=limit)

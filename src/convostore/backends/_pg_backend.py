@@ -25,6 +25,7 @@ exception as ``__cause__``.
 
 from __future__ import annotations
 
+import json
 import hashlib
 import logging
 import threading
@@ -156,6 +157,10 @@ class PostgresOps(PostgresSearchOps):
 
     def existing_tables(self, names: Sequence[str]) -> set[str]:
         return {r[0] for r in self._all(PG_TABLES, (list(names),))}
+
+    def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
+        # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
+        return "metadata::jsonb -> ? = ?::jsonb", [key, json.dumps(value)]
 
     # -- access paths --------------------------------------------------------------------------
     # PostgreSQL's planner, given stale statistics (a table that grew since it was analysed, or a

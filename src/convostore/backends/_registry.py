@@ -1,15 +1,14 @@
 """The session registry's SQL, written once for both engines (a mixin of ``SqlOps``).
 
-``convostore_registry`` is the directory kept by :class:`convostore.manager.SessionManager`:
-one row per managed session, with its name, lineage, model, source, usage counters and times
-(epoch milliseconds). A plain store never creates it: the manager does, with its first write.
-The column types below mean the same in SQLite and PostgreSQL, so the DDL is shared too.
+The registry kept by :class:`convostore.manager.SessionManager` is the directory of
+conversations (``convostore_sessions``, :mod:`._directory_sql`): a managed session is a
+directory row with ``managed = 1``, its name in ``title``, its lineage, model, source, usage
+counters and ``end_reason`` in columns of their own. One directory, so a managed session is
+listed, filtered and pruned like any other, and its message writes move its ``updated_at``.
 
-The index on ``(updated_at, id)`` serves the listing (most recently updated first) and its
-keyset pages without sorting the table.
-
-Whether the table exists is a catalog question each engine answers its own way
-(``existing_tables`` of its operations).
+Databases written before the directory kept the registry in a table of its own,
+``convostore_registry``; the migration that creates the directory moves its rows there and drops
+it (:data:`REGISTRY_LIFT`).
 """
 
 from __future__ import annotations
@@ -17,32 +16,44 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._schema import DIRECTORY
 from .base import _batches, _marks
 
-REGISTRY = "convostore_registry"
+OLD_REGISTRY = "convostore_registry"
+"""The registry's own table before the directory held it (lifted by :func:`lift_registry`)."""
 REGISTRY_COLUMNS = (
     "id", "name", "parent_session_id", "model", "source", "input_tokens", "output_tokens",
     "estimated_cost", "end_reason", "created_at", "updated_at",
 )
 """The columns of a registry row, in the order the ``registry_*`` reads return them."""
 
-_COLS = ", ".join(REGISTRY_COLUMNS)
-_DDL = (
-    f"""CREATE TABLE IF NOT EXISTS {REGISTRY} (
-        id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        parent_session_id TEXT,
-        model TEXT,
-        source TEXT,
-        input_tokens BIGINT NOT NULL DEFAULT 0,
-        output_tokens BIGINT NOT NULL DEFAULT 0,
-        estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0,
-        end_reason TEXT,
-        created_at BIGINT NOT NULL,
-        updated_at BIGINT NOT NULL
-    )""",
-    f"CREATE INDEX IF NOT EXISTS convostore_registry_updated ON {REGISTRY} (updated_at, id)",
+_MANAGER_COLUMNS = REGISTRY_COLUMNS[2:]
+_COLS = "session_id, COALESCE(title, ''), " + ", ".join(_MANAGER_COLUMNS)
+_MANAGED = "internal = 0 AND managed = 1"  # the directory's partial index covers these rows
+_INSERT_COLUMNS = "session_id, title, " + ", ".join(_MANAGER_COLUMNS) + ", internal, managed"
+_ON_CONFLICT = (
+    "ON CONFLICT (session_id) DO UPDATE SET managed = 1, title = excluded.title, "
+    + ", ".join(f"{c} = excluded.{c}" for c in _MANAGER_COLUMNS if c != "updated_at")
+    + ", updated_at = CASE WHEN excluded.updated_at > d.updated_at THEN excluded.updated_at "
+    "ELSE d.updated_at END"
 )
+
+
+REGISTRY_LIFT = (
+    # The old table as old versions created it, so the copy below runs whether or not a
+    # manager ever wrote one; then it is copied into the directory and dropped.
+    f"""CREATE TABLE IF NOT EXISTS {OLD_REGISTRY} (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, parent_session_id TEXT, model TEXT,
+        source TEXT, input_tokens BIGINT NOT NULL DEFAULT 0,
+        output_tokens BIGINT NOT NULL DEFAULT 0,
+        estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0, end_reason TEXT,
+        created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL
+    )""",
+    f"INSERT INTO {DIRECTORY} AS d ({_INSERT_COLUMNS}) SELECT id, name, "
+    + ", ".join(_MANAGER_COLUMNS) + f", 0, 1 FROM {OLD_REGISTRY} WHERE true {_ON_CONFLICT}",
+    f"DROP TABLE IF EXISTS {OLD_REGISTRY}",
+)
+"""The migration step's lift of a pre-directory registry table (the same SQL on both engines)."""
 
 
 class RegistryOps:
@@ -62,35 +73,38 @@ class RegistryOps:
         raise NotImplementedError
 
     def registry_exists(self) -> bool:
-        """True when the registry table exists (one catalog query)."""
-        return REGISTRY in self.existing_tables([REGISTRY])
+        """Whether the registry's table exists: the directory always does."""
+        return True
 
     def registry_create(self) -> None:
-        """Create the table and its index if missing (run in a store-wide write scope)."""
-        for statement in _DDL:
-            self._run(statement)
+        """Nothing to create: the registry is the directory, made by the migrations."""
 
     def registry_insert(self, row: Sequence[Any]) -> None:
-        """Insert a row given in :data:`REGISTRY_COLUMNS` order."""
+        """Register a session given in :data:`REGISTRY_COLUMNS` order (its directory row is
+        created, or marked managed if the session was written already)."""
+        values = (*row, 0, 1)
         self._run(
-            f"INSERT INTO {REGISTRY} ({_COLS}) VALUES ({_marks(len(REGISTRY_COLUMNS))})",
-            tuple(row),
+            f"INSERT INTO {DIRECTORY} AS d ({_INSERT_COLUMNS}) VALUES ({_marks(len(values))}) "
+            + _ON_CONFLICT,
+            values,
         )
 
     def registry_get(self, id: str) -> tuple[Any, ...] | None:
         """The row of ``id`` in :data:`REGISTRY_COLUMNS` order, or None."""
-        return self._one(f"SELECT {_COLS} FROM {REGISTRY} WHERE id = ?", (id,))
+        return self._one(
+            f"SELECT {_COLS} FROM {DIRECTORY} WHERE session_id = ? AND {_MANAGED}", (id,)
+        )
 
     def registry_page(
         self, limit: int | None, after: tuple[int, str] | None
     ) -> list[tuple[Any, ...]]:
         """Rows by ``(updated_at, id)`` descending, strictly after the ``after`` key if given."""
-        sql = f"SELECT {_COLS} FROM {REGISTRY}"
+        sql = f"SELECT {_COLS} FROM {DIRECTORY} WHERE {_MANAGED}"
         params: list[Any] = []
         if after is not None:
-            sql += " WHERE (updated_at, id) < (?, ?)"
+            sql += " AND (updated_at, session_id) < (?, ?)"
             params += [after[0], after[1]]
-        sql += " ORDER BY updated_at DESC, id DESC"
+        sql += " ORDER BY updated_at DESC, session_id DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -103,7 +117,8 @@ class RegistryOps:
             found.update(
                 r[0]
                 for r in self._all(
-                    f"SELECT id FROM {REGISTRY} WHERE id IN ({_marks(len(batch))})",
+                    f"SELECT session_id FROM {DIRECTORY} WHERE session_id IN "
+                    f"({_marks(len(batch))}) AND {_MANAGED}",
                     tuple(batch),
                 )
             )
@@ -111,15 +126,16 @@ class RegistryOps:
 
     def registry_count(self) -> int:
         """How many sessions the registry holds."""
-        row = self._one(f"SELECT count(*) FROM {REGISTRY}")
+        row = self._one(f"SELECT count(*) FROM {DIRECTORY} WHERE {_MANAGED}")
         return int(row[0]) if row else 0
 
     def _registry_update(self, id: str, assignments: str, params: Sequence[Any]) -> bool:
         # A probe, then the update: no RETURNING (older SQLite builds lack it) and no rowcount
         # (not known yet inside a PostgreSQL pipeline).
-        if self._one(f"SELECT 1 FROM {REGISTRY} WHERE id = ?", (id,)) is None:
+        if self._one(f"SELECT 1 FROM {DIRECTORY} WHERE session_id = ? AND {_MANAGED}",
+                     (id,)) is None:
             return False
-        self._run(f"UPDATE {REGISTRY} SET {assignments} WHERE id = ?", (*params, id))
+        self._run(f"UPDATE {DIRECTORY} SET {assignments} WHERE session_id = ?", (*params, id))
         return True
 
     def registry_touch(self, id: str, now: int) -> bool:
@@ -128,7 +144,7 @@ class RegistryOps:
 
     def registry_set_name(self, id: str, name: str, now: int) -> bool:
         """Rename ``id`` and set ``updated_at``; False when there is no such row."""
-        return self._registry_update(id, "name = ?, updated_at = ?", (name, now))
+        return self._registry_update(id, "title = ?, updated_at = ?", (name, now))
 
     def registry_end(self, id: str, reason: str, now: int) -> bool:
         """Record why ``id`` ended and set ``updated_at``; False when there is no such row."""
@@ -147,7 +163,8 @@ class RegistryOps:
 
     def registry_delete(self, id: str) -> bool:
         """Delete the row of ``id``; False when there is no such row."""
-        if self._one(f"SELECT 1 FROM {REGISTRY} WHERE id = ?", (id,)) is None:
+        if self._one(f"SELECT 1 FROM {DIRECTORY} WHERE session_id = ? AND {_MANAGED}",
+                     (id,)) is None:
             return False
-        self._run(f"DELETE FROM {REGISTRY} WHERE id = ?", (id,))
+        self._run(f"DELETE FROM {DIRECTORY} WHERE session_id = ?", (id,))
         return True

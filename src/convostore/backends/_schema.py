@@ -14,6 +14,8 @@ shard by session:
 - :data:`SESSION_STATE`: a per-session epoch bumped by every write except a plain append, so
   derived values (the token estimate) can be memoised and checked cheaply.
 - :data:`META`: the schema version (see :mod:`._migrate`).
+- :data:`DIRECTORY`: one row per session: title, owner, metadata, times, counts, expiry, the
+  chosen leaf, and the session manager's columns (:mod:`._directory_sql`).
 
 Each engine writes its own DDL for these (its types and collations differ) as migration data;
 the session registry's table lives in :mod:`._registry`, the search index with each engine.
@@ -21,7 +23,7 @@ the session registry's table lives in :mod:`._registry`, the search index with e
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema this version writes; opening an older database migrates it."""
 
 MESSAGES = "convostore_messages"
@@ -32,6 +34,8 @@ ATTACHMENT_CHUNKS = "convostore_attachment_chunks"
 ATTACHMENT_REFS = "convostore_attachment_refs"
 SESSION_STATE = "convostore_session_state"
 META = "convostore_meta"
+DIRECTORY = "convostore_sessions"
+"""The directory of conversations: one row per session (see :mod:`._directory_sql`)."""
 FTS = "convostore_fts"
 """The full-text index, created by the first search (behaviour.md §8.1: not on append); each
 engine builds it its own way."""

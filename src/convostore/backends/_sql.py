@@ -8,11 +8,13 @@ catalog, DDL and locking. The tables are described in :mod:`._schema`.
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from ..codec import ROW_BUDGET
+from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
 from ._legacy_sql import LegacySql
 from ._registry import RegistryOps
 from ._schema import (
@@ -60,11 +62,16 @@ def _newest(cols: str, *, bounded: bool) -> str:
     return f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT ?"
 
 
+def _now() -> int:
+    """The wall clock in epoch milliseconds (the directory's ``updated_at`` of a rewrite)."""
+    return int(time.time() * 1000)
+
+
 _FTS_CURSOR = "fts_backfill_cursor"
 """The meta key of the search index's backfill cursor (present while a build is pending)."""
 
 
-class SqlOps(RegistryOps):
+class SqlOps(RegistryOps, DirectoryOps):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the
@@ -458,6 +465,9 @@ class SqlOps(RegistryOps):
         if session_id is not None:
             select += " AND f.session_id = ?"
             params.append(session_id)
+        else:  # convostore's own sessions are not the application's conversations
+            select += f" AND substr(f.session_id, 1, {len(INTERNAL_PREFIX)}) <> ?"
+            params.append(INTERNAL_PREFIX)
         params.append(limit)
         return [FtsHit(*r) for r in self._all(f"{select} ORDER BY {order} LIMIT ?", params)]
 
@@ -474,11 +484,13 @@ class SqlOps(RegistryOps):
                 row.token_estimate, row.created_at, row.bytes, int(row.chained), row.content,
             ),
         )
+        self.dir_note_insert(row.session_id, row.created_at, row.bytes)
 
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,
         token_estimate: int, bytes: int,
     ) -> None:
+        self.dir_note_update(session_id, id, bytes, _now())
         self._run(
             f"UPDATE {MESSAGES} SET role = ?, content = ?, content_chunks = ?, token_estimate = ?, "
             "bytes = ? WHERE session_id = ? AND id = ?",
@@ -516,6 +528,7 @@ class SqlOps(RegistryOps):
     def delete_messages(self, session_id: str, ids: Sequence[str]) -> None:
         for batch in _batches(ids):
             marks = _marks(len(batch))
+            self.dir_note_delete(session_id, batch, _now())
             self._run(
                 f"DELETE FROM {MESSAGE_CHUNKS} WHERE session_id = ? AND id IN ({marks})",
                 (session_id, *batch),
@@ -526,6 +539,7 @@ class SqlOps(RegistryOps):
             )
 
     def clear_session(self, session_id: str) -> None:
+        self.dir_note_clear(session_id, _now())
         for table in (MESSAGE_CHUNKS, MESSAGES, COMPACTIONS):
             self._run(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
 

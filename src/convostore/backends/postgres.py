@@ -34,7 +34,9 @@ import re
 from pathlib import Path
 
 from ._migrate import Migrations
-from ._schema import ATTACHMENT_REFS, MESSAGES, META, SESSION_STATE
+from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES
+from ._registry import REGISTRY_LIFT
+from ._schema import ATTACHMENT_REFS, DIRECTORY, MESSAGES, META, SESSION_STATE
 from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
 
 SCHEMA_FILE = Path(__file__).with_name("postgres_schema.sql")
@@ -110,6 +112,35 @@ _STEPS: list[list[str]] = [
         "DROP INDEX IF EXISTS convostore_messages_parent",
         f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {MESSAGES} "
         "(session_id, parent_id) WHERE chained = 0",
+    ],
+    [
+        # The directory of conversations (see _directory_sql), filled from the stored messages.
+        f"""CREATE TABLE IF NOT EXISTS {DIRECTORY} (
+            session_id TEXT COLLATE "C" PRIMARY KEY,
+            internal SMALLINT NOT NULL DEFAULT 0,
+            title TEXT,
+            owner TEXT COLLATE "C",
+            metadata TEXT,
+            created_at BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            message_count BIGINT NOT NULL DEFAULT 0,
+            bytes BIGINT NOT NULL DEFAULT 0,
+            expires_at BIGINT,
+            ttl BIGINT,
+            active_leaf TEXT COLLATE "C",
+            context_of TEXT COLLATE "C",
+            managed SMALLINT NOT NULL DEFAULT 0,
+            parent_session_id TEXT,
+            model TEXT,
+            source TEXT,
+            input_tokens BIGINT NOT NULL DEFAULT 0,
+            output_tokens BIGINT NOT NULL DEFAULT 0,
+            estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0,
+            end_reason TEXT
+        )""",
+        *DIRECTORY_INDEXES,
+        DIRECTORY_BACKFILL,
+        *REGISTRY_LIFT,  # the session manager's registry: now rows of the directory
     ],
 ]
 

@@ -19,7 +19,9 @@ import os
 
 from ..errors import InvalidURL
 from ._migrate import Migrations
-from ._schema import ATTACHMENT_REFS, MESSAGES, META, SESSION_STATE
+from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES
+from ._registry import REGISTRY_LIFT
+from ._schema import ATTACHMENT_REFS, DIRECTORY, MESSAGES, META, SESSION_STATE
 from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
 
 # Each step brings a database from the version before it to its own number (index + 1).
@@ -79,6 +81,23 @@ _STEPS: list[list[str]] = [
         "DROP INDEX IF EXISTS convostore_messages_parent",
         f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {MESSAGES} "
         "(session_id, parent_id) WHERE chained = 0",
+    ],
+    [
+        # The directory of conversations (see _directory_sql), filled from the stored messages.
+        f"""CREATE TABLE IF NOT EXISTS {DIRECTORY} (
+            session_id TEXT PRIMARY KEY,
+            internal INTEGER NOT NULL DEFAULT 0,
+            title TEXT, owner TEXT, metadata TEXT,
+            created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+            message_count INTEGER NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0,
+            expires_at INTEGER, ttl INTEGER, active_leaf TEXT, context_of TEXT,
+            managed INTEGER NOT NULL DEFAULT 0, parent_session_id TEXT, model TEXT, source TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+            estimated_cost REAL NOT NULL DEFAULT 0, end_reason TEXT
+        ) WITHOUT ROWID""",
+        *DIRECTORY_INDEXES,
+        DIRECTORY_BACKFILL,
+        *REGISTRY_LIFT,  # the session manager's registry: now rows of the directory
     ],
 ]
 

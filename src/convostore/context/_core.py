@@ -280,7 +280,7 @@ class ContextCore:
                 "store=, or give every block (and the prompt cache) its own provider"
             )
         cls = AsyncStoreContextProvider if self.asynchronous else StoreContextProvider
-        return cls(self.store, key)
+        return cls(self.store, key, belongs_to=self.session_id)
 
     def _block(self, config: ContextBlockConfig) -> _Block:
         provider = config.provider

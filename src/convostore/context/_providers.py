@@ -22,7 +22,8 @@ Built-ins kept in the convostore database itself, through the public session API
 - :class:`DirectorySkillProvider` -- one file per skill in a directory.
 
 Session ids starting with ``convostore:`` (:data:`RESERVED_PREFIX`) are reserved for this module:
-they appear in ``Sessions.list_sessions()`` and cross-session search like any other session.
+they never appear in ``Sessions.list_sessions()``, the directory or cross-session search, and a
+block's text and cached prompt are deleted with the conversation they serve.
 """
 
 from __future__ import annotations
@@ -186,8 +187,12 @@ class _StoreContextBase(_StoreBacked):
     _prefix = CONTEXT_PREFIX
     _noun = "key"
 
-    def __init__(self, store: Any, key: str | None = None) -> None:
+    def __init__(
+        self, store: Any, key: str | None = None, *, belongs_to: str | None = None
+    ) -> None:
         super().__init__(store, key)
+        self._belongs_to = belongs_to
+        self._linked = belongs_to is None
 
     @property
     def key(self) -> str | None:
@@ -204,6 +209,9 @@ class _StoreContextBase(_StoreBacked):
             raise TypeError(f"content must be a string, not {type(content).__name__}")
         handle = yield from self._handle()
         yield Call(handle.upsert_message, (_content_message(content),))
+        if not self._linked:  # deleted with its conversation (Sessions.delete_session)
+            yield Call(handle.update_info, (), {"belongs_to": self._belongs_to})
+            self._linked = True
 
 
 class StoreContextProvider(_StoreContextBase):
@@ -212,6 +220,9 @@ class StoreContextProvider(_StoreContextBase):
     :param store: a :class:`~convostore.Sessions`.
     :param key: names the stored text (session ``convostore:context:<key>``); when omitted, the
         block label passed to :meth:`init` is used.
+    :param belongs_to: the conversation the text serves: the first ``set()`` records it in the
+        directory, so :meth:`~convostore.Sessions.delete_session` of that conversation deletes
+        this text too (:class:`Context` passes its session).
 
     ``get()`` is one point read; ``set()`` is one upsert (nothing is written when unchanged).
     An empty string is a value, distinct from None (nothing stored).
