@@ -16,7 +16,7 @@ import pytest
 
 from convostore import AsyncSession, AsyncSessions, Session, Sessions
 
-ASYNC_ITERATORS = {"history", "history_batches"}
+ASYNC_ITERATORS = {"history", "history_batches", "history_records"}
 """Session methods returning an iterator: async iterators on the async side."""
 CHAINABLE = {"on_compaction", "compact_after", "on_compaction_error"}
 """Configuration: plain methods returning the handle on both sides."""

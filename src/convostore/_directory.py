@@ -103,7 +103,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
 
 def entry(row: Sequence[Any]) -> SessionEntry:
     """A directory row (``ENTRY_COLUMNS`` order) as the API returns it."""
-    values = dict(zip(ENTRY_COLUMNS, row))
+    values = dict(zip(ENTRY_COLUMNS, row, strict=True))
     metadata = values["metadata"]
     return SessionEntry(
         session_id=values["session_id"], title=values["title"], owner=values["owner"],
@@ -287,7 +287,8 @@ def prune(
             found += [c[0] for c in candidates]
             after = (candidates[-1][1], candidates[-1][0])
             continue
-        chosen, rows = [], 0
+        chosen: list[str] = []
+        rows = 0
         for sid, updated_at, count in candidates:
             if chosen and rows + count > PRUNE_BATCH_ROWS:
                 break

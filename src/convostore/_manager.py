@@ -412,10 +412,9 @@ class SessionManager:
         """
         search_query("query", query)  # bad arguments are refused, registry or not
         check_count("limit", limit, negative=True)
-        if not self._registry.known:
-            with self._store.core.backend.read() as ops:
-                if not self._exists(ops):
-                    return []  # no managed session: nothing to search, no index to build
+        with self._store.core.backend.read() as ops:
+            if not self._exists(ops) or not ops.registry_page(1, None):
+                return []  # no managed session: nothing to search, no index to build
         want = limit
         while True:
             hits = self._store.search(query, limit=want)

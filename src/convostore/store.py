@@ -15,8 +15,8 @@ from . import _directory
 from ._core import Listener, StoreCore, reserved_keys
 from ._directory import Duration, Moment
 from ._legacy import lift
-from ._records import PruneResult, SessionPage
 from ._limits import check_id
+from ._records import PruneResult, SessionPage
 from .backends._engines import open_backend
 from .backends.base import Backend
 from .errors import StoreClosed

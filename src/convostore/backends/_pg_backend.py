@@ -25,8 +25,8 @@ exception as ``__cause__``.
 
 from __future__ import annotations
 
-import json
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence

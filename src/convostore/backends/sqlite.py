@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 
 from ..errors import InvalidURL
-from ._migrate import Migrations
 from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES
+from ._migrate import Migrations
 from ._registry import REGISTRY_LIFT
 from ._schema import ATTACHMENT_REFS, DIRECTORY, MESSAGES, META, SESSION_STATE
 from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
