@@ -130,3 +130,49 @@ def store_lock_key(store: Sessions) -> int:
     """The key of the advisory lock that serialises the store's writers (all sessions)."""
     raw: Any = backend(store)
     return int(raw._store_key)
+
+
+# --- every table, every column (the directory tests: "nothing of the session is left") ------
+
+
+def cells_holding(store: Sessions, values: Sequence[str]) -> dict[str, int]:
+    """For every table of the store's database (or schema) and every column of it, how many
+    rows hold one of ``values`` (compared as text); only the non-zero ``table.column`` counts.
+
+    Engine-neutral in what it checks, engine-specific only in how it lists the catalog."""
+    found: dict[str, int] = {}
+    marks = ",".join("?" * len(values))
+    with reading(store) as ops:
+        if "_pg_" in type(backend(store)).__module__:
+            cols = [
+                (r[0], r[1])
+                for r in execute(
+                    ops,
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema()",
+                ).fetchall()
+            ]
+        else:
+            tables = [r[0] for r in execute(
+                ops, "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+            cols = [(t, c[1]) for t in tables
+                    for c in execute(ops, f"PRAGMA table_info(\"{t}\")").fetchall()]
+        for table, column in cols:
+            row = fetch_one(
+                ops,
+                f'SELECT count(*) FROM "{table}" WHERE CAST("{column}" AS TEXT) IN ({marks})',
+                list(values),
+            )
+            if row is not None and int(row[0]):
+                found[f"{table}.{column}"] = int(row[0])
+    return found
+
+
+def query_plan(store: Sessions, sql: str, params: Sequence[Any] = ()) -> str:
+    """The engine's plan of ``sql`` as one text (SQLite's EXPLAIN QUERY PLAN, PostgreSQL's
+    EXPLAIN), to see which index serves a query."""
+    with reading(store) as ops:
+        module = type(backend(store)).__module__
+        prefix = "EXPLAIN " if "_pg_" in module else "EXPLAIN QUERY PLAN "
+        rows = execute(ops, prefix + sql, params).fetchall()
+    return "\n".join(" ".join(str(v) for v in r) for r in rows)

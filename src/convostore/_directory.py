@@ -298,8 +298,9 @@ def prune(
         started = time.perf_counter()
         with core.backend.write(None) as ops:
             # Asked again under the lock: a conversation written meanwhile is live, and kept.
-            doomed = ops.still_prunable(chosen, now=now, idle_before=idle_before,
-                                        expired=expired)
+            still = set(ops.still_prunable(chosen, now=now, idle_before=idle_before,
+                                           expired=expired))
+            doomed = [sid for sid in chosen if sid in still]
             if doomed:
                 _drop(core, ops, doomed)
         batches += 1

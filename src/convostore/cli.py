@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import __version__, codec
+from ._cli_life import add_ls, add_retention
 from ._cli_text import Output as _Output
 from ._cli_text import clip as _clip
 from ._cli_text import label as _label
@@ -34,12 +35,10 @@ from ._cli_text import part_preview as _part_preview
 from ._cli_text import sid as _sid
 from ._cli_text import size as _size
 from ._cli_text import visible as _visible
-from ._cli_text import when as _when
 from ._limits import MAX_TIMESTAMP_MS
 from .backends._engines import display_url, has_store, local_file
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
-from .manager import SessionManager
 from .model import Message, SearchResult
 from .session import Session
 from .store import Sessions
@@ -176,22 +175,6 @@ def _check_leaf(session: Session, leaf_id: str | None) -> None:
 
 
 # --- commands -------------------------------------------------------------------------------
-
-
-def _cmd_ls(args: argparse.Namespace, out: _Output) -> None:
-    with _open(args.db) as store:
-        sessions = store.list_sessions()
-        names = {i.id: i.name for i in SessionManager(store).list()}  # {} without a registry
-    if not sessions:
-        out.line("no sessions")
-        return
-    named = bool(names)  # a NAME column only when a registry names some session
-    out.table(
-        ["SESSION", *(["NAME"] if named else []), "MESSAGES", "SIZE", "LAST WRITE"],
-        [[_sid(s.session_id), *([names.get(s.session_id, "")] if named else []),
-          str(s.messages), _size(s.bytes), _when(s.last_write)]
-         for s in sessions],
-    )
 
 
 def _cmd_show(args: argparse.Namespace, out: _Output) -> None:
@@ -525,9 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "file at PATH is deleted first.", [])
     demo.add_argument("path", metavar="PATH", nargs="?", default=DEMO_PATH,
                       help=f"where to write it (default: ./{DEMO_PATH})")
-    command("ls", _cmd_ls, "list sessions with message counts, sizes and last writes",
-            "List every session of the database: messages, stored bytes, last write, and\n"
-            "its name when a session manager (convostore.manager) registered it.", [db])
+    add_ls(command, db, _open)  # ls: _cli_life.py
     show = command("show", _cmd_show, "print a session's active history, or its whole tree",
                    "Print the active history of a session (or the branch ending at --leaf),\n"
                    "one line per part; with --tree, every message with branches drawn.",
@@ -557,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("stats", _cmd_stats, "print storage figures",
             "Print counts and sizes of everything stored: sessions, messages, continuation\n"
             "rows, compactions, attachments.", [db])
+    add_retention(command, db, _open)  # rm, prune: _cli_life.py
     return parser
 
 
