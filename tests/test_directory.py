@@ -111,7 +111,7 @@ def test_update_info_sets_and_clears_fields(store: Any) -> None:
         s.update_info(ttl=-1)
     assert bad.value.argument == "ttl"
     with pytest.raises(TypeError):
-        s.update_info(metadata=["not", "an", "object"])  # type: ignore[arg-type]
+        s.update_info(metadata=["not", "an", "object"])
     with pytest.raises(InvalidArgument):
         s.update_info(owner="x\x00y")
     with pytest.raises(InvalidArgument):
@@ -218,7 +218,8 @@ def test_pages_while_writers_write_never_skip_or_repeat(store: Any) -> None:
 
 def test_internal_sessions_are_never_listed_or_searched(store: Any) -> None:
     sync = sync_of(store)
-    Context(sync.session("chat")).with_context("memory").replace_context_block("memory", "likes tea")
+    memory = Context(sync.session("chat")).with_context("memory")
+    memory.replace_context_block("memory", "likes tea")
     sync.session("convostore:search:kb").append_message(text("k1", "tea facts"))
     store.session("chat").append_message(text("m1", "tea please"))
     assert [s.session_id for s in store.list_sessions()] == ["chat"]
@@ -289,7 +290,8 @@ def test_prune_deletes_idle_and_expired_conversations_only(store: Any) -> None:
     store.session("expired").update_info(expires_at=now - 1)
     store.session("later").append_message(text("m", "new"))
     store.session("later").update_info(expires_at=now + DAY)
-    Context(sync_of(store).session("idle1")).with_context("memory").replace_context_block("memory", "m")
+    memory = Context(sync_of(store).session("idle1")).with_context("memory")
+    memory.replace_context_block("memory", "m")  # deleted with idle1
 
     dry = store.prune(older_than=timedelta(days=30), dry_run=True)
     assert isinstance(dry, PruneResult) and dry.dry_run and dry.batches == 0
@@ -491,5 +493,5 @@ def test_a_database_written_before_the_directory_migrates(
     assert [i.id for i in manager.list()] == ["reg-1"]
     store.session("a").append_message(text("m3", "after"))
     assert ids(store.session("a").get_history()) == ["m1", "m2", "m3"]
-    assert store.session("a").get_info().message_count == 3  # type: ignore[union-attr]
+    assert store.session("a").get_info().message_count == 3
     assert sorted(listed(store)) == ["a", "reg-1"]
