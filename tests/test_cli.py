@@ -85,7 +85,7 @@ def test_ls_shows_the_default_session_and_an_empty_database(
     )
 
 
-def test_ls_shows_registry_names_when_a_registry_exists(
+def test_ls_shows_titles_newest_first_with_the_managers_names(
     chat_db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from convostore.manager import SessionManager
@@ -99,13 +99,72 @@ def test_ls_shows_registry_names_when_a_registry_exists(
     width = len(info.id)
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        f"{'SESSION'.ljust(width)}  NAME         MESSAGES  SIZE   LAST WRITE",
+        f"{'SESSION'.ljust(width)}  TITLE        MESSAGES  SIZE   LAST WRITE",
         f"{info.id}  Deploy help  1         76 B   "
         + datetime.fromtimestamp(when / 1000, tz=timezone.utc).strftime(
             "%Y-%m-%d %H:%M:%S UTC"),
         f"{'ops'.ljust(width)}               1         78 B   2023-11-14 22:13:24 UTC",
         f"{'support'.ljust(width)}               4         276 B  2023-11-14 22:13:23 UTC",
     ]
+
+
+def test_ls_filters_by_owner_and_metadata_and_prints_json(
+    chat_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Sessions.open(chat_db) as store:
+        store.session("ops").update_info(owner="u\x1b1", title="Ops", metadata={"n": 1})
+        store.session("support").update_info(owner="u2", metadata={"n": 2, "k": "x"})
+        store.session("convostore:context:memory_ops").append_message(text("content", "m"))
+    assert run(["ls", chat_db, "--owner", "u2"], capsys) == (0, (
+        "SESSION  OWNER  MESSAGES  SIZE   LAST WRITE\n"
+        "support  u2     4         276 B  2023-11-14 22:13:23 UTC\n"
+    ), "")
+    code, out, _ = run(["ls", chat_db, "--json"], capsys)
+    listed = json.loads(out)
+    assert code == 0 and [e["session_id"] for e in listed] == ["ops", "support"]
+    assert listed[0] == {
+        "session_id": "ops", "title": "Ops", "owner": "u\x1b1", "metadata": {"n": 1},
+        "created_at": T0 + 4000, "updated_at": T0 + 4000, "message_count": 1, "bytes": 78,
+        "expires_at": None,
+    }
+    code, out, _ = run(["ls", chat_db, "--meta", "n=2", "--json"], capsys)
+    assert [e["session_id"] for e in json.loads(out)] == ["support"]
+    code, out, _ = run(["ls", chat_db, "--meta", "n=2", "--meta", "k=y"], capsys)
+    assert out == "no sessions\n"
+    code, out, _ = run(["ls", chat_db, "--limit", "1"], capsys)
+    assert len(out.splitlines()) == 2 and "\\x1b" in out  # the owner, escaped
+    assert run(["ls", chat_db, "--owner", "nobody", "--json"], capsys) == (0, "[]\n", "")
+
+
+def test_rm_deletes_a_conversation_and_says_which_were_missing(
+    chat_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["rm", chat_db, "ops"], capsys) == (0, "deleted ops\n", "")
+    code, out, err = run(["rm", chat_db, "support", "ghost"], capsys)
+    assert (code, out, err) == (1, "deleted support\n",
+                                "convostore: error: no session ghost\n")
+    assert run(["ls", chat_db], capsys) == (0, "no sessions\n", "")
+    with Sessions.open(chat_db) as store:
+        assert store.storage_stats().messages == 0
+
+
+def test_prune_dry_run_then_prune(chat_db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with Sessions.open(chat_db) as store:
+        store.session("fresh").append_message(text("f1", "new"))
+        store.session("ops").update_info(owner="me")
+    assert run(["prune", chat_db, "--older-than", "30d", "--dry-run"], capsys) == (0, (
+        "would delete 2 sessions:\n  support\n  ops\n"), "")
+    assert run(["prune", chat_db, "--older-than", "30d", "--owner", "me"], capsys) == (
+        0, "deleted 1 session in 1 batch\n", "")
+    assert run(["prune", chat_db, "--older-than", "2592000", "--batch-size", "1"], capsys) == (
+        0, "deleted 1 session in 1 batch\n", "")
+    assert run(["prune", chat_db, "--dry-run"], capsys) == (0, "would delete 0 sessions\n", "")
+    code, _, err = run(["prune", chat_db, "--older-than", "soon"], capsys)
+    assert code == 2 and "not a duration" in err
+    code, _, err = run(["prune", chat_db, "--no-expired"], capsys)
+    assert (code, err) == (1, "convostore: error: nothing to prune: give --older-than, or "
+                              "drop --no-expired\n")
+    assert run(["ls", chat_db], capsys)[1].splitlines()[1].startswith("fresh ")
 
 
 def test_stats(chat_db: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -781,7 +840,7 @@ def test_cli_reference_is_current_and_complete() -> None:
     assert docs == gen.render(), "docs/cli.md is stale: run python tools/gen_cli_docs.py"
     commands = gen.commands(build_parser())
     assert list(commands) == ["demo", "ls", "show", "search", "export", "import", "index",
-                             "stats"]
+                             "stats", "rm", "prune"]
     for name, parser in commands.items():
         assert f"## `convostore {name}`" in docs
         assert parser.description, f"{name} has no description"
