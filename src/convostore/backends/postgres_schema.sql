@@ -1,10 +1,10 @@
--- convostore: the PostgreSQL schema, version 3 (the DDL convostore itself runs when it may).
+-- convostore: the PostgreSQL schema, version 4 (the DDL convostore itself runs when it may).
 --
 -- For databases where the application's role may not create tables or schemas. Run this file
 -- once as a role that may, in the schema the application will pass as `schema=` (or in `public`
 -- when it passes none), then grant the application's role its data rights. Opening a store
--- finds the version below and runs no DDL; neither the first search nor the session manager's
--- first write needs any, because the search table and the registry are created here as well.
+-- finds the version below and runs no DDL; the first search needs none either, because the
+-- search table is created here as well (the session manager's registry is the directory).
 --
 --   psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA IF NOT EXISTS convostore'
 --   PGOPTIONS='-c search_path=convostore' psql "$ADMIN_URL" -v ON_ERROR_STOP=1 \
@@ -19,13 +19,13 @@
 --   tables can be distributed by session_id on Citus or another PostgreSQL-compatible engine.
 -- - Nothing here uses CREATE INDEX CONCURRENTLY, so the whole file is one transaction. On a
 --   large existing table, build an index CONCURRENTLY by hand, outside a transaction, instead.
--- - Text keys use the "C" collation: byte order, as SQLite compares them (except the registry's,
---   whose DDL convostore shares with SQLite).
+-- - Text keys use the "C" collation: byte order, as SQLite compares them.
 -- - Created on a database that already holds messages, the search table starts empty and those
 --   messages are not searchable until rewritten; leave the full-text section out in that case, and
 --   let the first search (by a role that may create tables) build and fill it.
--- - Keep this file in step with MIGRATIONS in postgres.py, _FTS_* in _pg_search.py and _DDL in
---   _registry.py (tests/test_postgres.py compares what each builds).
+-- - Keep this file in step with MIGRATIONS in postgres.py (with DIRECTORY_* of _directory_sql.py
+--   and REGISTRY_LIFT of _registry.py) and _FTS_* in _pg_search.py (tests/test_postgres.py
+--   compares what each builds).
 
 BEGIN;
 
@@ -113,7 +113,50 @@ DROP INDEX IF EXISTS convostore_messages_parent;
 CREATE INDEX IF NOT EXISTS convostore_messages_branch
     ON convostore_messages (session_id, parent_id) WHERE chained = 0;
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '3')
+-- version 4 -------------------------------------------------------------------------------------
+
+-- The directory of conversations: one row per session (title, owner, metadata, times, counts,
+-- expiry, the chosen leaf, the session manager's registry columns), filled from the messages.
+CREATE TABLE IF NOT EXISTS convostore_sessions (
+    session_id TEXT COLLATE "C" PRIMARY KEY,
+    internal SMALLINT NOT NULL DEFAULT 0,
+    title TEXT,
+    owner TEXT COLLATE "C",
+    metadata TEXT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    message_count BIGINT NOT NULL DEFAULT 0,
+    bytes BIGINT NOT NULL DEFAULT 0,
+    expires_at BIGINT,
+    ttl BIGINT,
+    active_leaf TEXT COLLATE "C",
+    context_of TEXT COLLATE "C",
+    managed SMALLINT NOT NULL DEFAULT 0,
+    parent_session_id TEXT,
+    model TEXT,
+    source TEXT,
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0,
+    end_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS convostore_sessions_updated ON convostore_sessions (updated_at, session_id) WHERE internal = 0;
+CREATE INDEX IF NOT EXISTS convostore_sessions_owner ON convostore_sessions (owner, updated_at, session_id) WHERE internal = 0 AND owner IS NOT NULL;
+CREATE INDEX IF NOT EXISTS convostore_sessions_expires ON convostore_sessions (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS convostore_sessions_context ON convostore_sessions (context_of) WHERE context_of IS NOT NULL;
+INSERT INTO convostore_sessions (session_id, internal, created_at, updated_at, message_count, bytes) SELECT session_id, CASE WHEN substr(session_id, 1, 11) = 'convostore:' THEN 1 ELSE 0 END, min(created_at), max(created_at), count(*), sum(bytes) FROM convostore_messages WHERE true GROUP BY session_id ON CONFLICT (session_id) DO NOTHING;
+-- A registry table of its own (versions before the directory): its rows moved in, then dropped.
+CREATE TABLE IF NOT EXISTS convostore_registry (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, parent_session_id TEXT, model TEXT,
+    source TEXT, input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0, end_reason TEXT,
+    created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL
+);
+INSERT INTO convostore_sessions AS d (session_id, title, parent_session_id, model, source, input_tokens, output_tokens, estimated_cost, end_reason, created_at, updated_at, internal, managed) SELECT id, name, parent_session_id, model, source, input_tokens, output_tokens, estimated_cost, end_reason, created_at, updated_at, 0, 1 FROM convostore_registry WHERE true ON CONFLICT (session_id) DO UPDATE SET managed = 1, title = excluded.title, parent_session_id = excluded.parent_session_id, model = excluded.model, source = excluded.source, input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, estimated_cost = excluded.estimated_cost, end_reason = excluded.end_reason, created_at = excluded.created_at, updated_at = CASE WHEN excluded.updated_at > d.updated_at THEN excluded.updated_at ELSE d.updated_at END;
+DROP TABLE IF EXISTS convostore_registry;
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '4')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------
@@ -148,24 +191,5 @@ CREATE TABLE IF NOT EXISTS convostore_fts (
 -- fastupdate off: no pending list, so no insert pays for flushing everyone's entries at once.
 CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON convostore_fts USING GIN (tsv)
     WITH (fastupdate = off);
-
--- session registry (otherwise created by SessionManager's first write) -------------------------
-
--- One row per managed session (convostore.manager); times in epoch milliseconds. The listing
--- reads it most recently updated first.
-CREATE TABLE IF NOT EXISTS convostore_registry (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    parent_session_id TEXT,
-    model TEXT,
-    source TEXT,
-    input_tokens BIGINT NOT NULL DEFAULT 0,
-    output_tokens BIGINT NOT NULL DEFAULT 0,
-    estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0,
-    end_reason TEXT,
-    created_at BIGINT NOT NULL,
-    updated_at BIGINT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS convostore_registry_updated ON convostore_registry (updated_at, id);
 
 COMMIT;
