@@ -67,13 +67,13 @@ def test_writing_a_session_puts_it_in_the_directory(store: Any) -> None:
     s = store.session("a")
     assert s.get_info() is None
     s.import_message(text("m1", "hello"), created_at=T_OLD)
-    s.import_message(text("m2", "world" * 100), parent_id="m1", created_at=T_OLD + 5)
+    s.import_message(text("m2", "world" * 100), parent_id="m1", created_at=T_OLD + 5000)
     info = s.get_info()
     assert isinstance(info, SessionEntry)
     stats = s.get_history_row_stats()
     assert (info.session_id, info.message_count, info.bytes) == (
         "a", 2, sum(r.bytes for r in stats))
-    assert (info.created_at, info.updated_at) == (T_OLD, T_OLD + 5)
+    assert (info.created_at, info.updated_at) == (T_OLD, T_OLD + 5000)
     assert (info.title, info.owner, info.metadata, info.expires_at, info.active_leaf) == (
         None, None, {}, None, None)
     before = int(time.time() * 1000)

@@ -83,15 +83,26 @@ _ENTRY = ", ".join(ENTRY_COLUMNS)
 SETTABLE = frozenset({"title", "owner", "metadata", "expires_at", "ttl", "context_of"})
 """Columns :meth:`DirectoryOps.dir_set` may write."""
 
+UPDATED_GRAIN_MS = 1000
+"""A message write moves ``updated_at`` when it is at least this much newer (a burst of appends
+to one session then rewrites its row only, not the listing indexes: one page, not three)."""
+
 _NOTE_INSERT = (
     f"INSERT INTO {DIRECTORY} AS d (session_id, internal, created_at, updated_at, "
     "message_count, bytes) VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (session_id) DO UPDATE SET "
     "message_count = d.message_count + 1, bytes = d.bytes + excluded.bytes, "
-    "updated_at = CASE WHEN excluded.updated_at > d.updated_at THEN excluded.updated_at "
-    "ELSE d.updated_at END, active_leaf = NULL, "
+    f"updated_at = CASE WHEN excluded.updated_at > d.updated_at + {UPDATED_GRAIN_MS - 1} "
+    "THEN excluded.updated_at ELSE d.updated_at END, active_leaf = NULL, "
     "expires_at = CASE WHEN d.ttl IS NULL THEN d.expires_at "
     "ELSE excluded.updated_at + d.ttl END"
 )
+
+_NOTE_IN_PLACE = (
+    f"UPDATE {DIRECTORY} SET message_count = message_count + 1, bytes = bytes + ?, "
+    "active_leaf = NULL WHERE session_id = ? AND updated_at >= ? AND ttl IS NULL"
+)
+"""The same change as :data:`_NOTE_INSERT` when neither ``updated_at`` nor ``expires_at``
+moves: only the row itself is rewritten."""
 
 
 def is_internal(session_id: str) -> bool:
@@ -127,8 +138,19 @@ class DirectoryOps:
 
     # -- kept in step by the message writes (SqlOps calls these) ------------------------------
 
+    _NOTE_IN_PLACE_FIRST = False
+    """Try :data:`_NOTE_IN_PLACE` first and upsert only when it changed no row: for an engine
+    whose UPDATE rewrites the indexes of every column it sets, whatever the value (SQLite), and
+    whose row count is known at once. PostgreSQL's single upsert is a HOT update when the
+    indexed columns keep their values."""
+
     def dir_note_insert(self, session_id: str, created_at: int, bytes: int) -> None:
-        """A message row was inserted: count it, move ``updated_at``, clear the chosen leaf."""
+        """A message row was inserted: count it, move ``updated_at`` (see
+        :data:`UPDATED_GRAIN_MS`), clear the chosen leaf, refresh a ttl's expiry."""
+        if self._NOTE_IN_PLACE_FIRST and self._run(
+            _NOTE_IN_PLACE, (bytes, session_id, created_at - UPDATED_GRAIN_MS + 1)
+        ).rowcount == 1:
+            return
         self._run(_NOTE_INSERT, (session_id, int(is_internal(session_id)), created_at,
                                  created_at, bytes))
 

@@ -75,6 +75,8 @@ class SqliteLegacySql(LegacySql):
 class SqliteOps(SqlOps):
     """:class:`~convostore.backends._sql.SqlOps` over a :mod:`sqlite3` connection."""
 
+    _NOTE_IN_PLACE_FIRST = True  # an UPDATE that moves no indexed column writes one page
+
     legacy = SqliteLegacySql()
 
     def __init__(self, conn: sqlite3.Connection) -> None:
