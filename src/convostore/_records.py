@@ -27,8 +27,9 @@ class SessionEntry:
     created_at: int
     """The first write: the oldest message's time, or when the session was described."""
     updated_at: int
-    """The newest message's time, or the last rewrite, deletion or description change that
-    created the row."""
+    """The newest message's time to within a second (a write moves it when it is at least a
+    second newer), or the time of the last rewrite or deletion of a message; a session only
+    described has the time it was described."""
     message_count: int
     bytes: int
     """Stored bytes of its messages (continuations and referenced payloads included)."""
