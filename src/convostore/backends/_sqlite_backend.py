@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..errors import BackendError, StoreClosed
 from ._legacy_sql import LegacySql
 from ._migrate import migrate
-from ._schema import FTS, MESSAGES, META
+from ._schema import DIRECTORY, FTS, MESSAGES, META
 from ._sql import SqlOps
 from .base import AppendProbe, Engine, FtsHit, _batches, _marks
 
@@ -42,6 +42,10 @@ _APPEND_PROBE = (
     f"{_APPEND_PROBE_KNOWN}, "
     f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')"
 )
+# The leaf a session's directory row chose (set_active_leaf), riding along too (leaf_probe).
+_CHOSEN = f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2)"
+_LEAF_PROBE_KNOWN = f"{_APPEND_PROBE_KNOWN}, {_CHOSEN}"
+_LEAF_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
 
 
 class SqliteLegacySql(LegacySql):
@@ -120,6 +124,17 @@ class SqliteOps(SqlOps):
             exists, tail, top, fts = self._conn.execute(_APPEND_PROBE, (id, session_id)).fetchone()
             self.fts_hint = self._fts_seen = bool(fts)
         return bool(exists), tail, top or 0
+
+    def leaf_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int, str | None]:
+        # append_probe's statement with the chosen leaf beside it: still one statement
+        if self._fts_seen:
+            exists, tail, top, chosen = self._conn.execute(
+                _LEAF_PROBE_KNOWN, (id, session_id)).fetchone()
+        else:
+            exists, tail, top, fts, chosen = self._conn.execute(
+                _LEAF_PROBE, (id, session_id)).fetchone()
+            self.fts_hint = self._fts_seen = bool(fts)
+        return bool(exists), tail, top or 0, chosen
 
     def fts_create(self) -> None:
         self._run(
