@@ -237,20 +237,6 @@ class DirectoryOps:
             )
         ]
 
-    def leaf_ids(self, session_id: str) -> list[tuple[str, int]]:
-        """``(id, seq)`` of every leaf, in seq order, without content."""
-        return [
-            (r[0], int(r[1]))
-            for r in self._all(
-                f"SELECT m.id, m.seq FROM {MESSAGES} m WHERE m.session_id = ? AND NOT EXISTS "
-                f"(SELECT 1 FROM {MESSAGES} c WHERE c.session_id = m.session_id "
-                "AND c.parent_id = m.id AND c.chained = 0 AND c.seq > m.seq) AND NOT EXISTS "
-                f"(SELECT 1 FROM {MESSAGES} c WHERE c.session_id = m.session_id "
-                "AND c.seq = m.seq + 1 AND c.parent_id = m.id AND c.chained = 1) ORDER BY m.seq",
-                (session_id,),
-            )
-        ]
-
     def child_ids(self, session_id: str, parent_id: str) -> list[tuple[str, int]]:
         """``(id, seq)`` of the children of ``parent_id`` (as ``children``), in seq order,
         without content."""
