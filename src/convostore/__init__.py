@@ -21,6 +21,7 @@ from .compaction import COMPACTION_PREFIX, create_compact_function, is_compactio
 from .errors import (
     BackendError,
     ConvostoreError,
+    CursorExpired,
     InvalidArgument,
     InvalidArgumentType,
     InvalidMessage,
@@ -35,6 +36,7 @@ from .errors import (
 from .model import (
     UNSET,
     AppendResult,
+    Change,
     ChangeEvent,
     CompactResult,
     Message,
@@ -56,9 +58,11 @@ __all__ = [
     "AsyncSessions",
     "BackendError",
     "COMPACTION_PREFIX",
+    "Change",
     "ChangeEvent",
     "CompactResult",
     "ConvostoreError",
+    "CursorExpired",
     "InvalidArgument",
     "InvalidArgumentType",
     "InvalidMessage",

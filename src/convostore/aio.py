@@ -50,14 +50,18 @@ from collections.abc import (
 )
 from typing import Any, Literal, TypeVar
 
+from ._background import LoopSpawn
+from ._changes import DEFAULT_LOG_SIZE
 from ._core import Listener, StoreCore
 from ._history import WINDOW_BYTES
+from ._watch import awatch, check_watch
 from ._worker import Worker, WorkerIterator
 from .backends._engines import worker_count
 from .compaction import CompactFunction, CompactionFunction
 from .model import (
     UNSET,
     AppendResult,
+    Change,
     CompactResult,
     Message,
     RecentHistory,
@@ -107,6 +111,8 @@ class AsyncSessions:
         )
         self._close_future: asyncio.Future[None] | None = None
         sync.core.awaiter = self._worker.await_on_loop
+        self._spawn = LoopSpawn(loop)  # automatic compactions: tasks of this loop
+        sync.core.background.spawn = self._spawn
 
     @classmethod
     def open(
@@ -120,6 +126,8 @@ class AsyncSessions:
         pool: Any = None,
         pool_size: int = 10,
         schema: str | None = None,
+        change_log_size: int | None = DEFAULT_LOG_SIZE,
+        listen_url: str | None = None,
     ) -> _Opening:
         """Async twin of :meth:`Sessions.open <convostore.Sessions.open>`, same options.
 
@@ -138,6 +146,8 @@ class AsyncSessions:
             pool=pool,
             pool_size=pool_size,
             schema=schema,
+            change_log_size=change_log_size,
+            listen_url=listen_url,
         )
         workers = worker_count(url, pool=pool, pool_size=pool_size)
         return _Opening(functools.partial(cls._open, opener, workers))
@@ -184,6 +194,7 @@ class AsyncSessions:
             self._worker.closing = True
             self._close_future = asyncio.get_running_loop().run_in_executor(None, self._shutdown)
         await asyncio.shield(self._close_future)
+        await self._spawn.drain()
 
     def _shutdown(self) -> None:
         # Blocking, off the loop: drain every worker, then close the connections.
@@ -262,6 +273,38 @@ class AsyncSessions:
         ``loop.call_soon_threadsafe``). The returned unsubscribe function is plain.
         """
         return self._sync.subscribe(listener)
+
+    async def changes(
+        self, since: int = 0, *, limit: int = 100, session_id: str | None = None
+    ) -> list[Change]:
+        """Async twin of :meth:`Sessions.changes`."""
+        return await self._worker.run(
+            functools.partial(self._sync.changes, since, limit=limit, session_id=session_id)
+        )
+
+    def watch(
+        self, since: int | None = None, *, session_id: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[Change]:
+        """Async twin of :meth:`Sessions.watch`: ``async for change in store.watch(cursor)``.
+
+        Each step reads on the store's workers; waiting for the next change holds no thread
+        (the event loop is woken when a change commits). Not awaited: an async iterator.
+        """
+        timeout = check_watch(since, session_id, timeout)
+        core = self._sync.core
+        return awatch(self._worker.run, core.changes, core.waker, since, session_id, timeout)
+
+    async def change_cursor(self) -> int:
+        """Async twin of :meth:`Sessions.change_cursor`."""
+        return await self._worker.run(self._sync.change_cursor)
+
+    async def wait_for_compactions(self, timeout: float | None = None) -> bool:
+        """Async twin of :meth:`Sessions.wait_for_compactions` (waits on a spare thread)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, functools.partial(self._sync.wait_for_compactions, timeout)
+        )
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Async twin of :meth:`Sessions.search`."""

@@ -13,7 +13,11 @@ shard by session:
   once by hash, in chunks, and which message refers to which payload.
 - :data:`SESSION_STATE`: a per-session epoch bumped by every write except a plain append, so
   derived values (the token estimate) can be memoised and checked cheaply.
-- :data:`META`: the schema version (see :mod:`._migrate`).
+- :data:`META`: the schema version (see :mod:`._migrate`), and the change log's trim horizon.
+- :data:`CHANGES`: the durable change log, one row per logged change, ``pos`` increasing in
+  commit order store-wide (see :mod:`._changes_sql`).
+- :data:`COMPACTION_LEASES`: who runs a session's automatic compaction, until when, and the
+  backoff after compactions that left the session above its threshold.
 
 Each engine writes its own DDL for these (its types and collations differ) as migration data;
 the session registry's table lives in :mod:`._registry`, the search index with each engine.
@@ -21,7 +25,7 @@ the session registry's table lives in :mod:`._registry`, the search index with e
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema this version writes; opening an older database migrates it."""
 
 MESSAGES = "convostore_messages"
@@ -32,6 +36,8 @@ ATTACHMENT_CHUNKS = "convostore_attachment_chunks"
 ATTACHMENT_REFS = "convostore_attachment_refs"
 SESSION_STATE = "convostore_session_state"
 META = "convostore_meta"
+CHANGES = "convostore_changes"
+COMPACTION_LEASES = "convostore_compaction_leases"
 FTS = "convostore_fts"
 """The full-text index, created by the first search (behaviour.md §8.1: not on append); each
 engine builds it its own way."""

@@ -1,4 +1,4 @@
--- convostore: the PostgreSQL schema, version 3 (the DDL convostore itself runs when it may).
+-- convostore: the PostgreSQL schema, version 4 (the DDL convostore itself runs when it may).
 --
 -- For databases where the application's role may not create tables or schemas. Run this file
 -- once as a role that may, in the schema the application will pass as `schema=` (or in `public`
@@ -113,7 +113,31 @@ DROP INDEX IF EXISTS convostore_messages_parent;
 CREATE INDEX IF NOT EXISTS convostore_messages_branch
     ON convostore_messages (session_id, parent_id) WHERE chained = 0;
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '3')
+-- version 4 -------------------------------------------------------------------------------------
+
+-- The durable change log: positions drawn under the change-log advisory lock held to commit, so
+-- their order is commit order. An identity column needs no grant on its sequence.
+CREATE TABLE IF NOT EXISTS convostore_changes (
+    pos BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL,
+    kind TEXT NOT NULL,
+    message_id TEXT COLLATE "C",
+    parent_id TEXT COLLATE "C",
+    leaf_id TEXT COLLATE "C",
+    data TEXT,
+    created_at BIGINT NOT NULL
+);
+-- Who runs a session's automatic compaction, until when; the backoff after attempts that left
+-- the session above its threshold.
+CREATE TABLE IF NOT EXISTS convostore_compaction_leases (
+    session_id TEXT COLLATE "C" PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    retry_at BIGINT NOT NULL DEFAULT 0
+);
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '4')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------
