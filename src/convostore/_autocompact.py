@@ -13,10 +13,12 @@ returns at once. The worker then, for that session:
    two workers never both take it) for :data:`LEASE_MS`;
 4. runs :meth:`~convostore.Session.compact` (the summariser), which stores the overlay and logs
    a ``compact`` change, or reports an ``error`` change;
-5. reads the estimate again and releases the lease. Still above the threshold (the summary did
-   not reduce enough, the function returned None or raised): the attempt counts as failed and
-   the next one waits :data:`BACKOFF_MS`, doubling with every failure in a row up to
-   :data:`BACKOFF_CAP_MS`. A success clears the backoff.
+5. reads the estimate again and releases the lease. Still above the threshold after an
+   attempt (a record was stored but the summary did not reduce enough, or the function
+   raised): the attempt counts as failed and the next one waits :data:`BACKOFF_MS`, doubling
+   with every failure in a row up to :data:`BACKOFF_CAP_MS`. A success clears the backoff. A
+   function that returned None (nothing to compact yet, so no summariser call) leaves the
+   backoff as it was: the next append asks again.
 
 So a summariser that cannot bring the session under its threshold is called once, then at most
 once per backoff period, however many appends follow (the issue measured 9 calls in 9 appends
@@ -59,10 +61,14 @@ class AutoCompaction:
         session_id: str,
         threshold: int,
         estimate: Callable[[], int],
-        compact: Callable[[], object],
+        compact: Callable[[], bool],
     ) -> bool:
         """Compact ``session_id`` if it is above ``threshold`` and no lease or backoff forbids
-        it; True when the summariser was called."""
+        it; True when it was attempted.
+
+        :param compact: runs the compaction; True when it was an attempt (a record stored or
+            an error raised), False when the function found nothing to compact.
+        """
         if estimate() <= threshold:
             return False
         with self._backend.read() as ops:
@@ -77,16 +83,19 @@ class AutoCompaction:
             attempts = lease.attempts if lease is not None else 0
             retry_at = lease.retry_at if lease is not None else 0
             ops.lease_put(session_id, LeaseRow(self.holder, now + LEASE_MS, attempts, retry_at))
-        reduced = False
+        attempted, reduced = True, False
         try:
-            compact()
+            attempted = compact()
             reduced = estimate() <= threshold
         finally:
-            attempts = 0 if reduced else attempts + 1
-            after = _now_ms()
+            if reduced:
+                attempts, retry_at = 0, 0
+            elif attempted:
+                attempts += 1
+                retry_at = _now_ms() + backoff_ms(attempts)
             with self._backend.write(session_id) as ops:
-                ops.lease_put(session_id, LeaseRow("", 0, attempts, after + backoff_ms(attempts)))
-        return True
+                ops.lease_put(session_id, LeaseRow("", 0, attempts, retry_at))
+        return attempted
 
     def _may_take(self, lease: LeaseRow | None, now: int) -> bool:
         if lease is None:

@@ -427,6 +427,11 @@ class Session:
         the function returned None, named an end not in the history, or raised (the error is
         logged, passed to the ``on_compaction_error`` handler and sent as an ``error`` event).
         """
+        return self._compact(leaf_id)[0]
+
+    def _compact(self, leaf_id: str | None = None) -> tuple[CompactResult | None, bool]:
+        """:meth:`compact`, and whether it was an attempt: a record stored, or the function
+        raised (False when the function found nothing to compact)."""
         fn = self._compact_fn
         if fn is None:
             raise NoCompactionFunction()
@@ -439,12 +444,12 @@ class Session:
             result = coerce_compact_result(value)
         except Exception as exc:
             self._report_compaction_error(exc)
-            return None
+            return None, True
         if result is None:
-            return None
+            return None, False
         ids = {m["id"] for m in history}
         if result.to_message_id not in ids:
-            return None
+            return None, False
         from_id = result.from_message_id
         for record in self.get_compactions():
             if COMPACTION_PREFIX + record.id in ids or (
@@ -456,7 +461,7 @@ class Session:
             result.summary, from_id, result.to_message_id, kind="compact"
         )
         self._emit(ChangeEvent("compact", self.session_id, cursor=cursor))
-        return CompactResult(from_id, result.to_message_id, result.summary)
+        return CompactResult(from_id, result.to_message_id, result.summary), True
 
     def _report_compaction_error(self, exc: BaseException) -> None:
         logger.warning("compaction of session %r failed: %s", self.session_id, exc,
@@ -493,7 +498,8 @@ class Session:
             return
         try:
             self._core.auto_compaction.run(
-                self.session_id, threshold, self._estimate_with_extra, self.compact
+                self.session_id, threshold, self._estimate_with_extra,
+                lambda: self._compact()[1],
             )
         except Exception as exc:
             self._report_compaction_error(exc)
