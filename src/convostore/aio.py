@@ -23,7 +23,15 @@ Callbacks
     a worker waits for such a callback, new calls go to a few spare threads instead of queueing
     behind it, so a callback that calls the store again (or a slow summariser) cannot deadlock
     the store. A plain (sync) compaction function, by contrast, runs on the worker and holds it
-    for as long as it takes: give the async store an async summariser.
+    for as long as it takes when ``compact()`` is awaited: give the async store an async
+    summariser. Automatic compaction never runs on the workers: it is a task of the store's
+    loop (:class:`~convostore._background.LoopSpawn`) whose sync part runs in a thread of the
+    loop's default executor.
+
+Watching
+    :meth:`AsyncSessions.watch` reads the change log on the workers one batch per step and
+    waits for the next change on the loop (woken from the store's feed thread), so an idle
+    watcher holds no thread.
 
 Cancellation
     Each call is shielded: cancelling the awaiting task raises :class:`asyncio.CancelledError`
