@@ -182,7 +182,7 @@ def append_cost(scratch: Scratch, count: int, seed: int) -> tuple[float, float]:
     try:
         a, b = on.session("cost-on"), off.session("cost-off")
         msgs_a = list(gen.conversation(count, salt=1))
-        msgs_b = list(gen.conversation(count, salt=2))
+        msgs_b = [dict(m, id=m["id"] + "-off") for m in msgs_a]  # the same sizes
         rates = append_rates({"log on": (a.append_message, msgs_a),
                               "log off": (b.append_message, msgs_b)}, size=max(50, count // 20))
     finally:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -50,6 +51,8 @@ class Waker:
         self._callbacks: tuple[Callable[[], None], ...] = ()
         self._feed: threading.Thread | None = None
         self._closed = False
+        self._waiting = 0  # threads inside wait(): notify() takes the lock only for them
+        self._count = itertools.count(1)  # next() is atomic: each wake-up a value of its own
         self.generation = 0
         """How many wake-ups so far: a watcher notes it before reading the log."""
 
@@ -59,11 +62,17 @@ class Waker:
         return self._closed
 
     def notify(self) -> None:
-        """A change may have committed: wake every watcher."""
-        with self._cond:
-            self.generation += 1
-            self._cond.notify_all()
-            callbacks = self._callbacks
+        """A change may have committed: wake every watcher.
+
+        Every logged write calls it, so with no watcher it only counts: a thread about to wait
+        registers (under the lock) before it checks the count, so either it sees the new count
+        or this call sees it waiting and wakes it.
+        """
+        self.generation = next(self._count)  # never a value a watcher saw before
+        if self._waiting:
+            with self._cond:
+                self._cond.notify_all()
+        callbacks = self._callbacks
         for callback in callbacks:
             try:
                 callback()
@@ -73,7 +82,11 @@ class Waker:
     def wait(self, seen: int, timeout: float) -> None:
         """Block until a wake-up after ``seen`` (a :attr:`generation`), or ``timeout``."""
         with self._cond:
-            self._cond.wait_for(lambda: self.generation != seen or self._closed, timeout)
+            self._waiting += 1
+            try:
+                self._cond.wait_for(lambda: self.generation != seen or self._closed, timeout)
+            finally:
+                self._waiting -= 1
 
     def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` on every wake-up (from any thread); returns its remover."""
