@@ -38,6 +38,9 @@ def main() -> None:
             session.append_message(
                 {"id": f"m{turn}", "role": role, "parts": [{"type": "text", "text": body}]}
             )
+            # The append returned at once; automatic compaction runs in the background. Wait
+            # for it here only so that the printout shows it in order.
+            store.wait_for_compactions()
             print(f"appended m{turn:<3} estimate now {session.get_token_estimate():>4} tokens")
 
         print("\nhistory the model sees:")

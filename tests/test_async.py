@@ -225,6 +225,7 @@ def test_an_async_summariser_drives_auto_compaction_on_the_loop(aopen: Opener) -
             assert s.compact_after(60) is s
             for i in range(8):
                 await s.append_message(text(f"m{i}", "word " * 30))
+            assert await store.wait_for_compactions()  # they run after the appends return
             records = await s.get_compactions()
             assert len(prompts) >= 1 and len(records) == len(prompts)
             assert records[0].summary == "summary #1"

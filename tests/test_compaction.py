@@ -132,8 +132,10 @@ def test_auto_compacts_past_the_threshold_using_the_derived_estimate(store: Sess
 
     s.on_compaction(fn).compact_after(100)
     s.append_message(text("short", "short"))
+    assert store.wait_for_compactions()
     assert calls == []
     s.append_message(text("long", "y" * 600))
+    assert store.wait_for_compactions()  # it runs in the background, after the append
     assert calls == [2]
     assert s.get_history()[0]["parts"][0]["text"] == "compacted"
 
@@ -145,9 +147,11 @@ def test_auto_compaction_needs_both_function_and_threshold(store: Sessions) -> N
     s.append_message(text("a", "y" * 2000))
     s.compact_after(10).compact_after(None)
     s.append_message(text("b", "y" * 2000))
+    assert store.wait_for_compactions()
     assert calls == []
     other = store.session("o").compact_after(10)
     other.append_message(text("a", "y" * 2000))  # no function: nothing happens
+    assert store.wait_for_compactions()
 
 
 def test_auto_compaction_runs_only_after_inserting_appends(store: Sessions) -> None:
@@ -157,8 +161,10 @@ def test_auto_compaction_runs_only_after_inserting_appends(store: Sessions) -> N
     s.import_message(text("i", "y" * 1000), parent_id=None, created_at=1)
     s.append_message(text("i", "dup"))
     s.update_message(text("i", "z" * 2000))
+    assert store.wait_for_compactions()
     assert calls == []
     s.append_message(text("new", "x"))
+    assert store.wait_for_compactions()
     assert calls == ["call"]
 
 
@@ -170,13 +176,17 @@ def test_strictly_greater_than_the_threshold(store: Sessions) -> None:
     s.on_compaction(lambda m: calls.append(1))
     s.compact_after(exact + estimate_row_tokens(text("b", "x")))
     s.append_message(text("b", "x"))
+    assert store.wait_for_compactions()
     assert calls == []
     s.append_message(text("c", "x"))
+    assert store.wait_for_compactions()
     assert calls == [1]
 
 
 def test_auto_compaction_failure_never_fails_the_append(store: Sessions) -> None:
-    s = store.session()
+    # Two sessions: a failed attempt backs its session off (see test_feed.py), so the second
+    # failure comes from a second session.
+    s, t = store.session(), store.session("t")
     got: list[BaseException] = []
     events: list[ChangeEvent] = []
     store.subscribe(events.append)
@@ -188,13 +198,16 @@ def test_auto_compaction_failure_never_fails_the_append(store: Sessions) -> None
         got.append(exc)
         raise RuntimeError("handler broke too")
 
-    s.on_compaction(boom).compact_after(1).on_compaction_error(bad_handler)
+    for handle in (s, t):
+        handle.on_compaction(boom).compact_after(1).on_compaction_error(bad_handler)
     r = s.append_message(text("a", "hello there"))
     assert r.inserted
-    s.append_message(text("b", "again"))
+    assert store.wait_for_compactions()
+    t.append_message(text("b", "again"))
+    assert store.wait_for_compactions()
     assert len(got) == 2
     assert [e.type for e in events] == ["append", "error", "append", "error"]
-    assert ids(s.get_history()) == ["a", "b"]
+    assert ids(s.get_history()) == ["a"] and ids(t.get_history()) == ["b"]
 
 
 def test_token_estimate_uses_stamps_and_summaries(store: Sessions) -> None:

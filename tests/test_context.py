@@ -395,6 +395,7 @@ def test_a_large_block_alone_triggers_auto_compaction(store: Sessions) -> None:
     context = big_block(session)
     context.compact_after(300)
     session.append_message(text("m1", "short"))
+    assert store.wait_for_compactions()
     assert calls == [1]
     assert StoreContextProvider(store, "_system_prompt").get() is None
 
@@ -405,9 +406,11 @@ def test_auto_compaction_without_the_prompt_stays_below(store: Sessions) -> None
     context = Context(session).with_context("soul", provider=Static(SOUL))
     context.compact_after(300)
     session.append_message(text("m1", "short"))
+    assert store.wait_for_compactions()
     assert calls == []
     context.compact_after(None)
     session.append_message(text("m2", " ".join(["word"] * 400)))
+    assert store.wait_for_compactions()
     assert calls == []
 
 
@@ -420,9 +423,11 @@ def test_auto_compaction_counts_the_frozen_snapshot(store: Sessions) -> None:
     context.compact_after(300)
     context.replace_context_block("memory", " ".join(["fact"] * 400))  # not in the snapshot
     session.append_message(text("m1", "short"))
+    assert store.wait_for_compactions()
     assert calls == []
     context.refresh_system_prompt()
     session.append_message(text("m2", "short"))
+    assert store.wait_for_compactions()
     assert calls == [2]
 
 

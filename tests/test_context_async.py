@@ -182,6 +182,7 @@ def test_async_context_auto_compaction_counts_the_prompt(backend_spec: Any) -> N
             await session.append_message(
                 {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
             )
+            assert await store.wait_for_compactions()  # it runs after the append returns
             return calls
 
     assert run(main()) == [1]

@@ -11,7 +11,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-@pytest.mark.parametrize("name", ["compaction.py", "memory_agent.py"])
+@pytest.mark.parametrize("name", ["compaction.py", "memory_agent.py", "feed_service.py"])
 def test_example_runs(name: str) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120
@@ -28,3 +28,19 @@ def test_compaction_example_compacts() -> None:
     assert "event: compact" in done.stdout
     assert "summary  assistant ## Topic" in done.stdout
     assert "original rows kept: 12" in done.stdout
+
+
+def test_feed_service_example_streams_and_resumes() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "feed_service.py")], capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "event 1: append q1 leaf=q1",
+        "event 3: append a1 leaf=a1",
+        "event 4: update a1 leaf=a1",
+        "client dropped; reconnecting with Last-Event-ID: 4",
+        "event 5: append q2 leaf=q2",
+        "event 6: delete ['q2'] leaf=a1",
+    ]

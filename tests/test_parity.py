@@ -20,8 +20,9 @@ ASYNC_ITERATORS = {"history", "history_batches", "history_records"}
 """Session methods returning an iterator: async iterators on the async side."""
 CHAINABLE = {"on_compaction", "compact_after", "on_compaction_error"}
 """Configuration: plain methods returning the handle on both sides."""
-PLAIN_STORE_METHODS = {"open", "session", "subscribe"}
-"""Sessions methods that do no I/O and stay plain (``open`` returns an awaitable opener)."""
+PLAIN_STORE_METHODS = {"open", "session", "subscribe", "watch"}
+"""Sessions methods that stay plain: no I/O (``open`` returns an awaitable opener), or an
+iterator (``watch`` returns an async iterator)."""
 
 
 def public(cls: type) -> list[str]:

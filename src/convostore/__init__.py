@@ -22,6 +22,7 @@ from .compaction import COMPACTION_PREFIX, create_compact_function, is_compactio
 from .errors import (
     BackendError,
     ConvostoreError,
+    CursorExpired,
     InvalidArgument,
     InvalidArgumentType,
     InvalidMessage,
@@ -36,6 +37,7 @@ from .errors import (
 from .model import (
     UNSET,
     AppendResult,
+    Change,
     ChangeEvent,
     CompactResult,
     Message,
@@ -57,9 +59,11 @@ __all__ = [
     "AsyncSessions",
     "BackendError",
     "COMPACTION_PREFIX",
+    "Change",
     "ChangeEvent",
     "CompactResult",
     "ConvostoreError",
+    "CursorExpired",
     "InvalidArgument",
     "InvalidArgumentType",
     "InvalidMessage",

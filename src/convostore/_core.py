@@ -2,10 +2,12 @@
 
 A :class:`~convostore.Sessions` store owns one :class:`StoreCore`; each
 :class:`~convostore.Session` is given it at creation and touches nothing else of the store. The
-core holds the backend, the change-event dispatch, the search index, the settings that shape
-writes (reserved metadata keys, token counter) and the way async callbacks are awaited. The
-async face replaces only that last piece (:attr:`StoreCore.awaiter`): a callback that returns an
-awaitable is then run on the event loop that owns the store.
+core holds the backend, the change-event dispatch, the durable change log and its watchers'
+waker, the background worker (automatic compaction, log trimming), the search index, the
+settings that shape writes (reserved metadata keys, token counter) and the way async callbacks
+are awaited. The async face replaces only that last piece (:attr:`StoreCore.awaiter`: a
+callback that returns an awaitable is then run on the event loop that owns the store) and how
+background work starts (``background.spawn``: a task of that loop).
 
 Imports point one way: ``store`` and ``session`` import this module; it imports neither.
 """
@@ -15,11 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from ._autocompact import AutoCompaction
+from ._background import Background
+from ._changes import ChangeLog
 from ._estimate import Memos
 from ._search import SearchIndex
+from ._watch import Waker
 from .backends.base import Backend
 from .model import ChangeEvent
 from .tokens import TokenCounter
@@ -115,6 +122,7 @@ class StoreCore:
         *,
         reserved_metadata_keys: Iterable[str] = (),
         token_counter: TokenCounter | None = None,
+        change_log_size: int | None = None,
     ) -> None:
         self.backend = backend
         """The engine: transactional read and write scopes, SQL only."""
@@ -130,6 +138,15 @@ class StoreCore:
         """Each session's last path totals (token estimate, bytes), kept across handles."""
         self.search_index = SearchIndex(backend)
         """The full-text index: readiness, lazy creation with backfill, queries."""
+        self.background = Background()
+        """Work run after writes return: automatic compactions, change-log trimming."""
+        self.waker = Waker(backend.change_signal)
+        """Wakes this store's watchers when a change commits (here or in another process)."""
+        self.changes = ChangeLog(backend, keep=change_log_size, wake=self.waker.notify,
+                                 schedule=self.background.submit)
+        """The durable change log: a write scope logs with ``changes.log(ops, kind, ...)``."""
+        self.auto_compaction = AutoCompaction(backend, holder=uuid.uuid4().hex)
+        """Lease and backoff of automatic compactions, shared with every process."""
         self._closed = False
 
     @property
@@ -146,6 +163,9 @@ class StoreCore:
         return f"<Sessions {self.backend.url!r} {'closed' if self.closed else 'open'}>"
 
     def close(self) -> None:
-        """Mark the store closed and close the backend's connections."""
+        """Mark the store closed, wait for the background job in progress (queued ones are
+        dropped), end the watchers, then close the backend's connections."""
         self._closed = True
+        self.background.close()
+        self.waker.close()
         self.backend.close()

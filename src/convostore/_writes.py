@@ -3,7 +3,8 @@
 Preparing (validate, sanitise, strip reserved metadata, move media out of line, cut into
 continuation slices, stamp a token estimate) happens before any transaction opens, so bad input
 writes nothing. Each write is then one backend write scope: the row, its continuation rows,
-payload references and search-index entries commit together. Change events are the caller's
+payload references, search-index entries and the write's change-log row commit together; each
+write returns its change-log position (its cursor). Change events are the caller's
 (:class:`~convostore.Session`), after commit.
 """
 
@@ -161,14 +162,15 @@ class Writer:
 
     def insert(
         self, prep: Prepared, parent_id: str | None | Unset, created_at: int, *, verbatim: bool
-    ) -> bool:
+    ) -> int | None:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
-        given, unchecked). False, with nothing written, when the id already exists."""
+        given, unchecked); its change-log position. None, with nothing written, when the id
+        already exists."""
         sid, msg = self._sid, prep.message
         with self._backend.write(sid) as ops:
             exists, tail_id, max_seq, chosen = ops.leaf_probe(sid, msg["id"])
             if exists:
-                return False
+                return None
             seq = max_seq + 1
             parent: str | None
             if isinstance(parent_id, Unset):
@@ -197,20 +199,25 @@ class Writer:
             self._index(ops, msg, replace=False)
             if verbatim:
                 ops.bump_epoch(sid)
-            return True
+            logged = self._core.changes.log(
+                ops, "import" if verbatim else "append", sid, message_id=msg["id"],
+                parent_id=parent, leaf_id=msg["id"],  # the new row is the newest
+            )
+        return logged.committed()
 
-    def rewrite(self, prep: Prepared) -> Rewrite:
-        """Write ``prep`` over its stored row (content only: parent, order and time stay)."""
+    def rewrite(self, prep: Prepared) -> tuple[Rewrite, int | None]:
+        """Write ``prep`` over its stored row (content only: parent, order and time stay);
+        the outcome, and the change-log position when it wrote."""
         sid, msg = self._sid, prep.message
         mid = msg["id"]
         with self._backend.write(sid) as ops:
             meta = ops.row_meta(sid, mid)
             if meta is None:
-                return Rewrite.ABSENT
+                return Rewrite.ABSENT, None
             rows = ops.content_rows_by_seq(sid, [meta.seq])
             old = reassemble(ops, sid, rows).get(mid)
             if old == "".join(prep.slices):
-                return Rewrite.UNCHANGED
+                return Rewrite.UNCHANGED, None
             for p in prep.payloads:
                 ops.store_payload(p.hash, p.data, p.media_type)
             chunks = len(prep.slices) - 1
@@ -232,21 +239,23 @@ class Writer:
             self._index(ops, msg, replace=True)
             if meta.token_estimate != prep.estimate or meta.bytes != new_bytes:
                 ops.bump_epoch(sid)
-            return Rewrite.WRITTEN
+            logged = self._core.changes.log(ops, "update", sid, message_id=mid)
+        return Rewrite.WRITTEN, logged.committed()
 
     def exists(self, message_id: str) -> bool:
         """Is there a message with this id in the session? (One read scope.)"""
         with self._backend.read() as ops:
             return ops.row_meta(self._sid, message_id) is not None
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Delete rows, splicing each surviving child to its nearest kept ancestor."""
+    def delete(self, ids: Sequence[str]) -> int | None:
+        """Delete rows, splicing each surviving child to its nearest kept ancestor; the
+        change-log position, None when no id was there (nothing written)."""
         sid = self._sid
         doomed = set(ids)
         with self._backend.write(sid) as ops:
             parents = ops.parents(sid, list(ids))
             if not parents:
-                return
+                return None
             present = list(parents)
             kept = kept_ancestors(parents)
             for child, parent in ops.children_of(sid, present):
@@ -262,9 +271,14 @@ class Writer:
             ops.delete_messages(sid, present)
             ops.collect(dropped)
             ops.bump_epoch(sid)
+            logged = self._core.changes.log(
+                ops, "delete", sid, message_ids=[i for i in ids if i in parents]
+            )
+        return logged.committed()
 
-    def clear(self) -> None:
-        """Delete every row, continuation, compaction and reference of the session."""
+    def clear(self) -> int:
+        """Delete every row, continuation, compaction and reference of the session; the
+        change-log position."""
         sid = self._sid
         with self._backend.write(sid) as ops:
             if self._core.search_index.ready(ops):
@@ -273,11 +287,22 @@ class Writer:
             ops.clear_session(sid)
             ops.collect(dropped)
             ops.bump_epoch(sid)
+            logged = self._core.changes.log(ops, "clear", sid, leaf_id=None)
+        return logged.committed()
+
+    def log_error(self, error: BaseException) -> int:
+        """Log a failed compaction as an ``error`` change (a transaction of its own)."""
+        with self._backend.write(self._sid) as ops:
+            logged = self._core.changes.log(ops, "error", self._sid, error=error)
+        return logged.committed()
 
     def add_compaction(
-        self, summary: str, from_message_id: str, to_message_id: str
-    ) -> StoredCompaction:
-        """Check and store one overlay record; the session's epoch moves."""
+        self, summary: str, from_message_id: str, to_message_id: str, *,
+        kind: str = "compaction",
+    ) -> tuple[StoredCompaction, int]:
+        """Check and store one overlay record; the session's epoch moves. Logged as ``kind``
+        (``compact`` when :meth:`~convostore.Session.compact` stores it); returns the record
+        and its change-log position."""
         check_text("summary", summary)  # a column of its own: no NUL, no lone surrogate
         check_id("from_message_id", from_message_id)
         check_id("to_message_id", to_message_id)
@@ -293,4 +318,7 @@ class Writer:
             )
             ops.insert_compaction(sid, row)
             ops.bump_epoch(sid)
-        return stored_compaction(row)
+            logged = self._core.changes.log(
+                ops, kind, sid, compaction=(row.id, from_message_id, to_message_id)
+            )
+        return stored_compaction(row), logged.committed()

@@ -23,7 +23,15 @@ Callbacks
     a worker waits for such a callback, new calls go to a few spare threads instead of queueing
     behind it, so a callback that calls the store again (or a slow summariser) cannot deadlock
     the store. A plain (sync) compaction function, by contrast, runs on the worker and holds it
-    for as long as it takes: give the async store an async summariser.
+    for as long as it takes when ``compact()`` is awaited: give the async store an async
+    summariser. Automatic compaction never runs on the workers: it is a task of the store's
+    loop (:class:`~convostore._background.LoopSpawn`) whose sync part runs in a thread of the
+    loop's default executor.
+
+Watching
+    :meth:`AsyncSessions.watch` reads the change log on the workers one batch per step and
+    waits for the next change on the loop (woken from the store's feed thread), so an idle
+    watcher holds no thread.
 
 Cancellation
     Each call is shielded: cancelling the awaiting task raises :class:`asyncio.CancelledError`
@@ -52,16 +60,20 @@ from collections.abc import (
 from typing import Any, Literal, TypeVar
 
 from . import _directory
+from ._background import LoopSpawn
+from ._changes import DEFAULT_LOG_SIZE
 from ._core import Listener, StoreCore
 from ._directory import Duration, Moment
 from ._history import WINDOW_BYTES
 from ._records import MessageRecord, PruneResult, SessionEntry, SessionPage, SiblingPosition
+from ._watch import awatch, check_watch
 from ._worker import Worker, WorkerIterator
 from .backends._engines import worker_count
 from .compaction import CompactFunction, CompactionFunction
 from .model import (
     UNSET,
     AppendResult,
+    Change,
     CompactResult,
     Message,
     RecentHistory,
@@ -111,6 +123,8 @@ class AsyncSessions:
         )
         self._close_future: asyncio.Future[None] | None = None
         sync.core.awaiter = self._worker.await_on_loop
+        self._spawn = LoopSpawn(loop)  # automatic compactions: tasks of this loop
+        sync.core.background.spawn = self._spawn
 
     @classmethod
     def open(
@@ -124,6 +138,8 @@ class AsyncSessions:
         pool: Any = None,
         pool_size: int = 10,
         schema: str | None = None,
+        change_log_size: int | None = DEFAULT_LOG_SIZE,
+        listen_url: str | None = None,
     ) -> _Opening:
         """Async twin of :meth:`Sessions.open <convostore.Sessions.open>`, same options.
 
@@ -142,6 +158,8 @@ class AsyncSessions:
             pool=pool,
             pool_size=pool_size,
             schema=schema,
+            change_log_size=change_log_size,
+            listen_url=listen_url,
         )
         workers = worker_count(url, pool=pool, pool_size=pool_size)
         return _Opening(functools.partial(cls._open, opener, workers))
@@ -188,6 +206,7 @@ class AsyncSessions:
             self._worker.closing = True
             self._close_future = asyncio.get_running_loop().run_in_executor(None, self._shutdown)
         await asyncio.shield(self._close_future)
+        await self._spawn.drain()
 
     def _shutdown(self) -> None:
         # Blocking, off the loop: drain every worker, then close the connections.
@@ -266,6 +285,38 @@ class AsyncSessions:
         ``loop.call_soon_threadsafe``). The returned unsubscribe function is plain.
         """
         return self._sync.subscribe(listener)
+
+    async def changes(
+        self, since: int = 0, *, limit: int = 100, session_id: str | None = None
+    ) -> list[Change]:
+        """Async twin of :meth:`Sessions.changes`."""
+        return await self._worker.run(
+            functools.partial(self._sync.changes, since, limit=limit, session_id=session_id)
+        )
+
+    def watch(
+        self, since: int | None = None, *, session_id: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[Change]:
+        """Async twin of :meth:`Sessions.watch`: ``async for change in store.watch(cursor)``.
+
+        Each step reads on the store's workers; waiting for the next change holds no thread
+        (the event loop is woken when a change commits). Not awaited: an async iterator.
+        """
+        timeout = check_watch(since, session_id, timeout)
+        core = self._sync.core
+        return awatch(self._worker.run, core.changes, core.waker, since, session_id, timeout)
+
+    async def change_cursor(self) -> int:
+        """Async twin of :meth:`Sessions.change_cursor`."""
+        return await self._worker.run(self._sync.change_cursor)
+
+    async def wait_for_compactions(self, timeout: float | None = None) -> bool:
+        """Async twin of :meth:`Sessions.wait_for_compactions` (waits on a spare thread)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, functools.partial(self._sync.wait_for_compactions, timeout)
+        )
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Async twin of :meth:`Sessions.search`."""

@@ -13,6 +13,7 @@ Every error derives from :class:`ConvostoreError`, so one ``except`` catches the
     ├── SchemaTooNew                     a database written by a newer convostore
     ├── NoCompactionFunction             compact() before on_compaction()
     ├── UnreadableMessage                a stored row that cannot be decoded; names the message
+    ├── CursorExpired                    a change-log cursor older than what the log keeps
     └── BackendError                     an engine failure; the driver's exception is __cause__
 
 Validation happens before any transaction opens, so a rejected write leaves nothing behind.
@@ -131,6 +132,27 @@ class UnreadableMessage(ConvostoreError):
     def __str__(self) -> str:
         sid, mid = self.session_id, self.message_id
         return f"message {mid!r} of session {sid!r} cannot be read: {self.problem}"
+
+
+class CursorExpired(ConvostoreError):
+    """A change-log cursor is older than the log: changes after it were trimmed away.
+
+    Raised by :meth:`Sessions.changes` and :meth:`Sessions.watch`. The client cannot catch up
+    from the log: it should take a new cursor (:meth:`Sessions.change_cursor`), read the state
+    it shows afresh, then watch from that cursor. ``cursor`` is the one given, ``horizon`` the
+    highest position trimmed (a cursor at or above it is valid).
+    """
+
+    def __init__(self, cursor: int, horizon: int) -> None:
+        super().__init__(cursor, horizon)
+        self.cursor, self.horizon = cursor, horizon
+
+    def __str__(self) -> str:
+        return (
+            f"change cursor {self.cursor} is older than the change log, which was trimmed up "
+            f"to {self.horizon}: changes after the cursor are gone; resync from "
+            "store.change_cursor() and read the state afresh"
+        )
 
 
 class BackendError(ConvostoreError):

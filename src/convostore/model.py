@@ -129,6 +129,11 @@ class ChangeEvent:
     - ``error``: ``error`` (auto-compaction failed)
     - ``delete_session``: nothing more (the conversation and everything of it were deleted)
     - ``set_active_leaf``: ``message_ids`` (the chosen leaf)
+
+    ``cursor`` is the write's position in the durable change log (the :attr:`Change.cursor`
+    that :meth:`Sessions.changes` and :meth:`Sessions.watch` report for it), or None when the
+    write logged nothing (a duplicate append, an update that changed nothing, a delete of ids
+    that were not there). It does not take part in ``==``.
     """
 
     type: EventType
@@ -139,6 +144,43 @@ class ChangeEvent:
     message_ids: list[str] | None = None
     compaction: StoredCompaction | None = None
     error: BaseException | None = field(default=None, compare=False)
+    cursor: int | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the durable change log, as :meth:`Sessions.changes` and
+    :meth:`Sessions.watch` return it: ids and kind, never message content.
+
+    ``cursor`` is the entry's position: store-wide, increasing in commit order. Keep the cursor
+    of the last change handled and pass it back as ``since`` to resume after it.
+
+    Which fields are set depends on ``type``:
+
+    - ``append``, ``import``: ``message_id``, ``parent_id`` (the parent it was stored under)
+    - ``update``: ``message_id``
+    - ``delete``: ``message_ids`` (the ids that were deleted)
+    - ``clear``: nothing more
+    - ``compaction`` (:meth:`Session.add_compaction`), ``compact`` (:meth:`Session.compact`,
+      by hand or automatic): ``compaction_id``, ``from_message_id``, ``to_message_id``
+    - ``error`` (an automatic or manual compaction failed): ``error``, the exception as text
+
+    ``leaf_id`` is the session's newest message once the write committed (None when the
+    session is empty); ``created_at`` the writer's clock, epoch milliseconds.
+    """
+
+    cursor: int
+    type: str
+    session_id: str
+    message_id: str | None = None
+    parent_id: str | None = None
+    leaf_id: str | None = None
+    message_ids: tuple[str, ...] | None = None
+    compaction_id: str | None = None
+    from_message_id: str | None = None
+    to_message_id: str | None = None
+    error: str | None = None
+    created_at: int = 0
 
 
 @dataclass(frozen=True)

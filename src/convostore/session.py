@@ -116,11 +116,16 @@ class Session:
     ) -> Session:
         """Compact automatically once the session estimate is strictly above ``threshold`` tokens.
 
-        Checked only after an append that inserted a row; ``None`` turns it off. Chainable.
+        Checked only after an append that inserted a row, and never on the append's time: the
+        append returns at once and the store's background worker checks and compacts (one
+        compaction at a time per session across processes; after an attempt that leaves the
+        session above the threshold, the next waits 1 minute, doubling up to 1 hour).
+        :meth:`Sessions.wait_for_compactions` waits for it. ``None`` turns it off. Chainable.
 
         :param extra_tokens: called at each check and added to the estimate, for what the model
             sees besides the history (a system prompt and context blocks: see
             :mod:`convostore.context`). It must not do I/O; a non-finite result counts as 0.
+            It runs on the background worker's thread.
         """
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float))
@@ -174,16 +179,16 @@ class Session:
         if msg["id"].startswith(COMPACTION_PREFIX):
             return AppendResult(False, msg)
         prep = self._writer.prepare(msg, source)
-        inserted = self._writer.insert(prep, parent_id, now_ms(), verbatim=False)
+        cursor = self._writer.insert(prep, parent_id, now_ms(), verbatim=False)
         given_parent = None if isinstance(parent_id, Unset) else parent_id
-        if not inserted:
+        if cursor is None:
             result = AppendResult(False, self._stored_or(msg["id"], prep.message))
             self._emit(ChangeEvent("append", self.session_id, message=result.message,
                                    parent_id=given_parent, inserted=False))
             return result
         if self._core.events.listened:  # no event object is built when nobody listens
             self._emit(ChangeEvent("append", self.session_id, message=prep.message,
-                                   parent_id=given_parent, inserted=True))
+                                   parent_id=given_parent, inserted=True, cursor=cursor))
         self._after_insert()
         return AppendResult(True, prep.message)
 
@@ -197,11 +202,12 @@ class Session:
         if msg["id"].startswith(COMPACTION_PREFIX):
             return None
         prep: Prepared = self._writer.prepare(msg, source)
-        outcome = self._writer.rewrite(prep)
+        outcome, cursor = self._writer.rewrite(prep)
         if outcome is Rewrite.ABSENT:
             return None
         if outcome is Rewrite.WRITTEN:
-            self._emit(ChangeEvent("update", self.session_id, message=prep.message))
+            self._emit(ChangeEvent("update", self.session_id, message=prep.message,
+                                   cursor=cursor))
         return prep.message
 
     def upsert_message(
@@ -241,10 +247,12 @@ class Session:
         _limits.check_id("parent_id", parent_id, optional=True)
         when = now_ms() if created_at is None else _limits.check_timestamp("created_at", created_at)
         prep = self._writer.prepare(msg, "server", sanitize=False)
-        if not self._writer.insert(prep, parent_id, when, verbatim=True):
+        cursor = self._writer.insert(prep, parent_id, when, verbatim=True)
+        if cursor is None:
             return AppendResult(False, self._stored_or(msg["id"], msg))
         if self._core.events.listened:  # imports run in bulk: no event nobody receives
-            self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id))
+            self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id,
+                                   cursor=cursor))
         return AppendResult(True, msg)
 
     def delete_messages(self, ids: Sequence[str]) -> None:
@@ -258,14 +266,13 @@ class Session:
         id_list = list(ids)
         _limits.check_ids("ids", id_list)
         unique = list(dict.fromkeys(id_list))
-        if unique:
-            self._writer.delete(unique)
-        self._emit(ChangeEvent("delete", self.session_id, message_ids=id_list))
+        cursor = self._writer.delete(unique) if unique else None
+        self._emit(ChangeEvent("delete", self.session_id, message_ids=id_list, cursor=cursor))
 
     def clear_messages(self) -> None:
         """Delete every message, continuation, compaction and reference of this session only."""
-        self._writer.clear()
-        self._emit(ChangeEvent("clear", self.session_id))
+        cursor = self._writer.clear()
+        self._emit(ChangeEvent("clear", self.session_id, cursor=cursor))
 
     # --- single messages ----------------------------------------------------------------------
 
@@ -483,8 +490,8 @@ class Session:
     ) -> StoredCompaction:
         """Store an overlay: reads show ``summary`` in place of ``from..to`` on any path holding
         both ends. Ids are not checked. Emits a ``compaction`` event."""
-        record = self._writer.add_compaction(summary, from_message_id, to_message_id)
-        self._emit(ChangeEvent("compaction", self.session_id, compaction=record))
+        record, cursor = self._writer.add_compaction(summary, from_message_id, to_message_id)
+        self._emit(ChangeEvent("compaction", self.session_id, compaction=record, cursor=cursor))
         return record
 
     def get_compactions(self) -> list[StoredCompaction]:
@@ -501,6 +508,11 @@ class Session:
         the function returned None, named an end not in the history, or raised (the error is
         logged, passed to the ``on_compaction_error`` handler and sent as an ``error`` event).
         """
+        return self._compact(leaf_id)[0]
+
+    def _compact(self, leaf_id: str | None = None) -> tuple[CompactResult | None, bool]:
+        """:meth:`compact`, and whether it was an attempt: a record stored, or the function
+        raised (False when the function found nothing to compact)."""
         fn = self._compact_fn
         if fn is None:
             raise NoCompactionFunction()
@@ -513,12 +525,12 @@ class Session:
             result = coerce_compact_result(value)
         except Exception as exc:
             self._report_compaction_error(exc)
-            return None
+            return None, True
         if result is None:
-            return None
+            return None, False
         ids = {m["id"] for m in history}
         if result.to_message_id not in ids:
-            return None
+            return None, False
         from_id = result.from_message_id
         for record in self.get_compactions():
             if COMPACTION_PREFIX + record.id in ids or (
@@ -526,9 +538,11 @@ class Session:
             ):
                 from_id = record.from_message_id
                 break
-        self._writer.add_compaction(result.summary, from_id, result.to_message_id)
-        self._emit(ChangeEvent("compact", self.session_id))
-        return CompactResult(from_id, result.to_message_id, result.summary)
+        _record, cursor = self._writer.add_compaction(
+            result.summary, from_id, result.to_message_id, kind="compact"
+        )
+        self._emit(ChangeEvent("compact", self.session_id, cursor=cursor))
+        return CompactResult(from_id, result.to_message_id, result.summary), True
 
     def _report_compaction_error(self, exc: BaseException) -> None:
         logger.warning("compaction of session %r failed: %s", self.session_id, exc,
@@ -542,22 +556,43 @@ class Session:
             except Exception:
                 logger.exception("on_compaction_error handler of session %r failed",
                                  self.session_id)
-        self._emit(ChangeEvent("error", self.session_id, error=exc))
+        cursor: int | None = None
+        try:
+            cursor = self._writer.log_error(exc)
+        except Exception:  # the store closed, or the database is what failed
+            logger.warning("could not log the compaction error of session %r",
+                           self.session_id, exc_info=True)
+        self._emit(ChangeEvent("error", self.session_id, error=exc, cursor=cursor))
 
     def _after_insert(self) -> None:
-        """Auto-compaction: after an inserted append, when the estimate is above the threshold."""
+        """Auto-compaction: after an inserted append, ask the store's background worker to look
+        at this session (the append returns at once; see :mod:`convostore._autocompact`)."""
         if self._compact_fn is None or self._threshold is None:
             return
+        self._core.background.submit("compact " + self.session_id, self._auto_compact)
+
+    def _auto_compact(self) -> None:
+        """The background job: compact if above the threshold, unless a lease or the backoff
+        of an earlier attempt stops it; an error is reported like a compaction's."""
+        threshold = self._threshold
+        if self._compact_fn is None or threshold is None or self._core.closed:
+            return
         try:
-            estimate = self.get_token_estimate()
-            if self._extra_tokens is not None:
-                extra = self._extra_tokens()
-                if isinstance(extra, (int, float)) and math.isfinite(extra):
-                    estimate += max(0, math.ceil(extra))
-            if estimate > self._threshold:
-                self.compact()
+            self._core.auto_compaction.run(
+                self.session_id, threshold, self._estimate_with_extra,
+                lambda: self._compact()[1],
+            )
         except Exception as exc:
             self._report_compaction_error(exc)
+
+    def _estimate_with_extra(self) -> int:
+        """The token estimate plus ``extra_tokens()`` (a non-finite result counts as 0)."""
+        estimate = self.get_token_estimate()
+        if self._extra_tokens is not None:
+            extra = self._extra_tokens()
+            if isinstance(extra, (int, float)) and math.isfinite(extra):
+                estimate += max(0, math.ceil(extra))
+        return estimate
 
     # --- search -------------------------------------------------------------------------------
 

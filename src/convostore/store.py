@@ -8,19 +8,21 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from . import _directory
+from ._changes import DEFAULT_LOG_SIZE, check_log_size
 from ._core import Listener, StoreCore, reserved_keys
 from ._directory import Duration, Moment
 from ._legacy import lift
 from ._limits import check_id
 from ._records import PruneResult, SessionPage
+from ._watch import check_watch, watch
 from .backends._engines import open_backend
 from .backends.base import Backend
 from .errors import StoreClosed
-from .model import SearchResult, SessionSummary, StorageStats
+from .model import Change, SearchResult, SessionSummary, StorageStats
 from .session import Session
 from .tokens import TokenCounter
 
@@ -37,10 +39,12 @@ class Sessions:
         *,
         reserved_metadata_keys: Iterable[str] = (),
         token_counter: TokenCounter | None = None,
+        change_log_size: int | None = DEFAULT_LOG_SIZE,
     ) -> None:
         """Wrap an open backend (use :meth:`open` instead)."""
         self._core = StoreCore(backend, reserved_metadata_keys=reserved_metadata_keys,
-                               token_counter=token_counter)
+                               token_counter=token_counter,
+                               change_log_size=check_log_size(change_log_size))
         # Handles live while a caller holds them; configured ones also in ``_kept`` (see session).
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._kept: dict[str, Session] = {}
@@ -59,6 +63,8 @@ class Sessions:
         pool: Any = None,
         pool_size: int = 10,
         schema: str | None = None,
+        change_log_size: int | None = DEFAULT_LOG_SIZE,
+        listen_url: str | None = None,
     ) -> Sessions:
         """Open a store.
 
@@ -74,11 +80,19 @@ class Sessions:
             a URL (the store does not close it).
         :param pool_size: PostgreSQL only: most connections of the pool the store creates.
         :param schema: PostgreSQL only: the schema holding the tables (created if missing).
+        :param change_log_size: how many of the newest changes the durable change log keeps
+            (:meth:`changes`, :meth:`watch`); older ones are trimmed in the background. None
+            keeps every change.
+        :param listen_url: PostgreSQL only: a direct URL to the server for the connection that
+            ``LISTEN`` for watchers, when the store's URL goes through a transaction-mode
+            pooler (which cannot carry ``LISTEN``). Default: the store's URL.
         """
+        log_size = check_log_size(change_log_size)
         backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,
-                               durability=durability, busy_timeout=busy_timeout)
+                               durability=durability, busy_timeout=busy_timeout,
+                               listen_url=listen_url)
         return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
-                   token_counter=token_counter)
+                   token_counter=token_counter, change_log_size=log_size)
 
     def __repr__(self) -> str:
         return self._core.describe()
@@ -90,7 +104,11 @@ class Sessions:
         self.close()
 
     def close(self) -> None:
-        """Close the store's connections; later calls on it or its handles raise StoreClosed."""
+        """Close the store; later calls on it or its handles raise StoreClosed.
+
+        A background compaction in progress is waited for (queued ones are dropped), watchers
+        end (their iterators stop), then the connections close.
+        """
         self._core.close()
 
     @property
@@ -169,6 +187,58 @@ class Sessions:
         raises is logged and skipped. Returns a function that unsubscribes (idempotent).
         """
         return self._core.events.subscribe(listener)
+
+    def changes(
+        self, since: int = 0, *, limit: int = 100, session_id: str | None = None
+    ) -> list[Change]:
+        """The durable change log after the cursor ``since``: every process's committed
+        writes, oldest first, at most ``limit`` (of one session if ``session_id`` is given).
+
+        Resume by passing the last change's ``cursor`` back as ``since``. ``since=0`` reads
+        from the start of what the log keeps. One indexed range read.
+
+        :raises CursorExpired: ``since`` is older than the log (changes after it were trimmed,
+            see ``change_log_size``): resync from :meth:`change_cursor`.
+        """
+        return self._core.changes.changes(since, limit, session_id)
+
+    def watch(
+        self, since: int | None = None, *, session_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Change]:
+        """Iterate over the change log as it grows: each committed change of every process,
+        in commit order, blocking while there is none.
+
+        :param since: the cursor to resume after (a :attr:`Change.cursor` the client kept);
+            ``None`` starts at the newest change, so only what commits next is yielded.
+        :param session_id: only this session's changes.
+        :param timeout: end the iteration after this many seconds without a change (default:
+            never; the iteration also ends when the store closes).
+
+        Delivery is at least once: a client that saves the cursor of each change it handled
+        and resumes from it sees every change once, none skipped or reordered; one that
+        resumes from an older cursor sees some again (compare cursors to drop them).
+
+        :raises CursorExpired: the cursor is older than the log (on the first step).
+        """
+        timeout = check_watch(since, session_id, timeout)
+        return watch(self._core.changes, self._core.waker, since, session_id, timeout)
+
+    def change_cursor(self) -> int:
+        """The newest position of the change log (0 when nothing was logged): a client that
+        takes it, then reads the state it shows, then watches from it misses nothing."""
+        return self._core.changes.head()
+
+    def wait_for_compactions(self, timeout: float | None = None) -> bool:
+        """Block until the background work queued so far is done: automatic compactions
+        (see :meth:`Session.compact_after`) and change-log trimming.
+
+        :returns: False when ``timeout`` seconds passed first.
+        """
+        if timeout is not None and (isinstance(timeout, bool)
+                                    or not isinstance(timeout, (int, float))):
+            raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+        return self._core.background.wait(timeout)
 
     # --- search -------------------------------------------------------------------------------
 

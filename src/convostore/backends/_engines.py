@@ -87,6 +87,7 @@ def open_backend(
     schema: str | None = None,
     durability: Literal["normal", "full"] = "normal",
     busy_timeout: float = 30.0,
+    listen_url: str | None = None,
 ) -> Backend:
     """Open the backend ``Sessions.open`` asks for (see its parameters).
 
@@ -104,8 +105,9 @@ def open_backend(
     else:
         engine, target = parse_url(url)
     options = OpenOptions(pool=pool, pool_size=pool_size, schema=schema,
-                          durability=durability, busy_timeout=busy_timeout)
-    for name in ("pool", "schema"):
+                          durability=durability, busy_timeout=busy_timeout,
+                          listen_url=listen_url)
+    for name in ("pool", "schema", "listen_url"):
         if getattr(options, name) is not None and name not in engine.options:
             raise InvalidURL(f"{name}= applies to {_titles(name)} only")
     _require(engine)

@@ -40,12 +40,14 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from ..errors import BackendError, SchemaTooNew, StoreClosed
+from ._changes_sql import CHANGE_INSERT
 from ._legacy_sql import LegacySql
 from ._migrate import migrate, stored_version
 from ._pg_search import PG_TABLES, PostgresSearchOps
+from ._pg_signal import ListenSignal
 from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION
 from ._sql import SqlOps, _qualify
-from .base import Engine, _batches, _marks
+from .base import ChangeRow, Engine, Position, _batches, _marks
 
 logger = logging.getLogger("convostore")
 
@@ -133,9 +135,13 @@ class PostgresOps(PostgresSearchOps):
     _FOR_UPDATE = " FOR UPDATE"
     legacy = PostgresLegacySql()
 
-    def __init__(self, conn: psycopg.Connection[Any], *, writing: bool) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], *, writing: bool,
+        changes: tuple[int, str] | None = None,
+    ) -> None:
         self._conn = conn
         self._writing = writing
+        self._change_lock = changes  # the change log's lock key and NOTIFY channel
         # A write scope sends its index probe with the BEGIN; the scope's locks keep the answer
         # valid until it ends (creating the index takes the store lock exclusively).
         self._fts_probe: psycopg.Cursor[tuple[Any, ...]] | None = None
@@ -161,6 +167,17 @@ class PostgresOps(PostgresSearchOps):
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
         # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
         return "metadata::jsonb -> ? = ?::jsonb", [key, json.dumps(value)]
+    # -- the change log (see _changes_sql: positions in commit order) -------------------------
+
+    def _lock_changes(self) -> None:
+        assert self._change_lock is not None, "a change logged outside a write scope"
+        # Held until the commit is visible; the NOTIFY is delivered by the commit.
+        self._run("SELECT pg_advisory_xact_lock(?), pg_notify(?, '')", self._change_lock)
+
+    def _insert_change(self, row: ChangeRow) -> Position:
+        # Pipelined with the COMMIT: the position is read once the scope has ended.
+        cursor = self._run(CHANGE_INSERT + " RETURNING pos", row)
+        return lambda: int(cursor.fetchone()[0])
 
     # -- access paths --------------------------------------------------------------------------
     # PostgreSQL's planner, given stale statistics (a table that grew since it was analysed, or a
@@ -230,6 +247,7 @@ class PostgresBackend:
         pool_size: int = 10,
         schema: str | None = None,
         engine: Engine,
+        listen_url: str | None = None,
     ) -> None:
         if schema is not None:
             if not isinstance(schema, str):
@@ -242,6 +260,8 @@ class PostgresBackend:
             raise ValueError("PostgresBackend needs a URL or pool=")
         self.schema = schema
         self._engine = engine
+        self._listen_url = listen_url
+        self._conninfo = url if url is not None else str(getattr(pool, "conninfo", "") or "")
         self._path = None if schema is None else _ident(schema)
         self._path_literal: str | None = None
         self._own_pool = pool is None
@@ -341,6 +361,8 @@ class PostgresBackend:
                 cur.execute("COMMIT")
         self._store_key = _key("convostore", name, "store")
         self._migrate_key = _key("convostore", name, "migrate")
+        changes_key = _key("convostore", name, "changes")
+        self._change_log = (changes_key, f"convostore_changes_{changes_key & 0xFFFFFFFFFFFF:012x}")
         self._session_prefix = name
         if version == SCHEMA_VERSION:
             return
@@ -461,13 +483,14 @@ class PostgresBackend:
                     with _pipeline(conn):
                         for statement, params in self._begin(session_id):
                             conn.execute(statement, params)
-                        ops = PostgresOps(conn, writing=True)
+                        ops = PostgresOps(conn, writing=True, changes=self._change_log)
                         if self._fts_seen:
                             ops._fts = True  # a search table, once there, stays
                         else:
                             ops._fts_probe = ops._run(PG_TABLES, ([FTS],))
                         with self._bound(ops, current):
                             yield ops
+                        ops.flush_changes()  # the change log's rows and lock, last
                         conn.execute("COMMIT")
                     if ops._fts:
                         self._fts_seen = True
@@ -476,6 +499,15 @@ class PostgresBackend:
                     self._release_conn(conn, switched)
         except psycopg.Error as exc:
             raise BackendError(f"PostgreSQL write failed: {exc}") from exc
+
+    def change_signal(self) -> ListenSignal | None:
+        """``LISTEN`` on the store's channel over a connection of its own, to ``listen_url``
+        when given (a direct URL past a transaction pooler), else to the store's URL (a user
+        pool's ``conninfo``)."""
+        conninfo = self._listen_url or self._conninfo
+        if not conninfo:
+            return None  # a user pool without conninfo: watchers fall back to polling
+        return ListenSignal(conninfo, self._change_log[1], self._engine.redact(conninfo))
 
     def close(self) -> None:
         """Close the store's own pool (a pool passed by the user stays open); idempotent."""

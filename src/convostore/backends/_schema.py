@@ -13,9 +13,13 @@ shard by session:
   once by hash, in chunks, and which message refers to which payload.
 - :data:`SESSION_STATE`: a per-session epoch bumped by every write except a plain append, so
   derived values (the token estimate) can be memoised and checked cheaply.
-- :data:`META`: the schema version (see :mod:`._migrate`).
 - :data:`DIRECTORY`: one row per session: title, owner, metadata, times, counts, expiry, the
   chosen leaf, and the session manager's columns (:mod:`._directory_sql`).
+- :data:`META`: the schema version (see :mod:`._migrate`), and the change log's trim horizon.
+- :data:`CHANGES`: the durable change log, one row per logged change, ``pos`` increasing in
+  commit order store-wide (see :mod:`._changes_sql`).
+- :data:`COMPACTION_LEASES`: who runs a session's automatic compaction, until when, and the
+  backoff after compactions that left the session above its threshold.
 
 Each engine writes its own DDL for these (its types and collations differ) as migration data;
 the session registry's table lives in :mod:`._registry`, the search index with each engine.
@@ -23,7 +27,7 @@ the session registry's table lives in :mod:`._registry`, the search index with e
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema this version writes; opening an older database migrates it."""
 
 MESSAGES = "convostore_messages"
@@ -36,6 +40,8 @@ SESSION_STATE = "convostore_session_state"
 META = "convostore_meta"
 DIRECTORY = "convostore_sessions"
 """The directory of conversations: one row per session (see :mod:`._directory_sql`)."""
+CHANGES = "convostore_changes"
+COMPACTION_LEASES = "convostore_compaction_leases"
 FTS = "convostore_fts"
 """The full-text index, created by the first search (behaviour.md §8.1: not on append); each
 engine builds it its own way."""

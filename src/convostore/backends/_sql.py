@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from ..codec import ROW_BUDGET
 from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
+from ._changes_sql import ChangeLogOps
 from ._legacy_sql import LegacySql
 from ._registry import RegistryOps
 from ._schema import (
@@ -71,7 +72,7 @@ _FTS_CURSOR = "fts_backfill_cursor"
 """The meta key of the search index's backfill cursor (present while a build is pending)."""
 
 
-class SqlOps(RegistryOps, DirectoryOps):
+class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the

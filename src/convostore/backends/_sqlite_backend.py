@@ -16,11 +16,13 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from ..errors import BackendError, StoreClosed
+from ._changes_sql import CHANGE_INSERT
 from ._legacy_sql import LegacySql
 from ._migrate import migrate
 from ._schema import DIRECTORY, FTS, MESSAGES, META
 from ._sql import SqlOps
-from .base import AppendProbe, Engine, FtsHit, _batches, _marks
+from ._sqlite_signal import DataVersionSignal
+from .base import AppendProbe, ChangeRow, Engine, FtsHit, Position, _batches, _marks
 
 WAL_AUTOCHECKPOINT_PAGES = 4000
 """Pages the WAL may hold before a commit copies them back into the database (SQLite: 1000).
@@ -106,6 +108,10 @@ class SqliteOps(SqlOps):
                 tuple(names),
             )
         }
+
+    def _insert_change(self, row: ChangeRow) -> Position:
+        pos = int(self._conn.execute(CHANGE_INSERT, row).lastrowid or 0)
+        return lambda: pos
 
     # -- full-text index (FTS5; the row id is the message row's ``rid``) ------------------------
 
@@ -221,6 +227,7 @@ class _WriteScope:
         try:
             backend._check()
             backend._ops.fts_hint = None
+            backend._ops.discard_changes()
             try:
                 backend._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -242,6 +249,7 @@ class _WriteScope:
                     raise BackendError(f"SQLite write failed: {exc}") from exc
                 return False
             try:
+                self._backend._ops.flush_changes()  # the change log's rows, last
                 conn.execute("COMMIT")
             except sqlite3.Error as error:
                 if conn.in_transaction:
@@ -250,6 +258,7 @@ class _WriteScope:
             return False
         finally:
             self._backend._ops.fts_hint = None
+            self._backend._ops.discard_changes()
             self._backend._lock.release()
 
 
@@ -332,6 +341,10 @@ class SqliteBackend:
     def write(self, session_id: str | None) -> _WriteScope:
         """One ``BEGIN IMMEDIATE`` transaction; rolled back if the body raises."""
         return _WriteScope(self)
+
+    def change_signal(self) -> DataVersionSignal | None:
+        """``PRAGMA data_version`` polled on a connection of its own; None in memory."""
+        return None if self.memory else DataVersionSignal(self.path)
 
     def close(self) -> None:
         """Close the connection; idempotent."""

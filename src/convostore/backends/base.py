@@ -201,6 +201,59 @@ class FtsHit:
     created_at: int
 
 
+class ChangeRow(NamedTuple):
+    """One change a write scope logs (:meth:`Ops.log_change`); written just before its commit."""
+
+    session_id: str
+    kind: str
+    message_id: str | None
+    parent_id: str | None
+    leaf_id: str | None
+    data: str | None
+    """The kind's other fields as compact JSON text, or None."""
+    created_at: int
+
+
+class StoredChange(NamedTuple):
+    """A logged change as :meth:`Ops.changes_after` reads it: its position, then the row."""
+
+    pos: int
+    session_id: str
+    kind: str
+    message_id: str | None
+    parent_id: str | None
+    leaf_id: str | None
+    data: str | None
+    created_at: int
+
+
+class LeaseRow(NamedTuple):
+    """A session's automatic-compaction lease: who holds it and until when (epoch ms), and the
+    backoff (failed attempts in a row, no new attempt before ``retry_at``)."""
+
+    holder: str
+    expires_at: int
+    attempts: int
+    retry_at: int
+
+
+Position = Callable[[], int]
+"""The log position of a change logged in a write scope; call it once the scope committed."""
+
+
+class ChangeSignal(Protocol):
+    """How an engine tells that another connection (or process) may have committed a change."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True when a change may have committed since the
+        last call (a spurious True is allowed, a missed change is not, once running)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the signal holds (a connection); idempotent."""
+        ...
+
+
 class Ops(Protocol):
     """The operations available inside a read or write scope."""
 
@@ -321,6 +374,20 @@ class Ops(Protocol):
     def still_prunable(
         self, session_ids: Sequence[str], *, now: int, idle_before: int | None, expired: bool
     ) -> list[str]: ...
+    # -- change log and compaction leases (:mod:`._changes_sql`) ------------------------------
+    def log_change(self, row: ChangeRow) -> Position:
+        """Log ``row`` with the write scope; it is written just before the commit."""
+        ...
+    def changes_after(
+        self, after: int, limit: int, session_id: str | None
+    ) -> list[StoredChange]: ...
+    def change_horizon(self) -> int:
+        """The highest position trimmed away (0 when none): a cursor below it lost changes."""
+        ...
+    def change_head(self) -> int: ...
+    def trim_changes(self, upto: int, limit: int) -> int: ...
+    def lease_get(self, session_id: str) -> LeaseRow | None: ...
+    def lease_put(self, session_id: str, row: LeaseRow) -> None: ...
 
     # -- session registry (convostore.manager; rows in REGISTRY_COLUMNS order) ------------------
     def registry_exists(self) -> bool: ...
@@ -359,6 +426,11 @@ class Backend(Protocol):
         """Release connections; later scopes raise :class:`~convostore.errors.StoreClosed`."""
         ...
 
+    def change_signal(self) -> ChangeSignal | None:
+        """A new signal of other connections' commits, for watchers; None when no other
+        connection can write (an in-memory database)."""
+        ...
+
     @property
     def capabilities(self) -> frozenset[str]:
         """Names of optional abilities (e.g. ``shared_across_processes``) for tests and users."""
@@ -379,6 +451,7 @@ class OpenOptions:
     schema: str | None = None
     durability: Literal["normal", "full"] = "normal"
     busy_timeout: float = 30.0
+    listen_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -415,7 +488,7 @@ class Engine:
     empty (read-only tools ask this before :attr:`open`, which creates the schema). May import
     the driver; raises :class:`~convostore.errors.BackendError` when the target cannot be read."""
     options: frozenset[str] = frozenset()
-    """Which of the optional options (``pool``, ``schema``) it takes."""
+    """Which of the optional options (``pool``, ``schema``, ``listen_url``) it takes."""
     paths: bool = False
     """Bare paths and :class:`os.PathLike` objects open with this engine (one engine: SQLite)."""
     requires: tuple[str, ...] = ()

@@ -36,7 +36,15 @@ from pathlib import Path
 from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES
 from ._migrate import Migrations
 from ._registry import REGISTRY_LIFT
-from ._schema import ATTACHMENT_REFS, DIRECTORY, MESSAGES, META, SESSION_STATE
+from ._schema import (
+    ATTACHMENT_REFS,
+    CHANGES,
+    COMPACTION_LEASES,
+    DIRECTORY,
+    MESSAGES,
+    META,
+    SESSION_STATE,
+)
 from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
 
 SCHEMA_FILE = Path(__file__).with_name("postgres_schema.sql")
@@ -142,6 +150,27 @@ _STEPS: list[list[str]] = [
         DIRECTORY_BACKFILL,
         *REGISTRY_LIFT,  # the session manager's registry: now rows of the directory
     ],
+    [
+        # The change log: positions are drawn under the change-log lock, held to commit (see
+        # _changes_sql), so their order is commit order.
+        f"""CREATE TABLE IF NOT EXISTS {CHANGES} (
+            pos BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session_id TEXT COLLATE "C" NOT NULL,
+            kind TEXT NOT NULL,
+            message_id TEXT COLLATE "C",
+            parent_id TEXT COLLATE "C",
+            leaf_id TEXT COLLATE "C",
+            data TEXT,
+            created_at BIGINT NOT NULL
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {COMPACTION_LEASES} (
+            session_id TEXT COLLATE "C" PRIMARY KEY,
+            holder TEXT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            retry_at BIGINT NOT NULL DEFAULT 0
+        )""",
+    ],
 ]
 
 MIGRATIONS = Migrations(
@@ -231,13 +260,13 @@ def open_postgres(target: str | None, options: OpenOptions) -> Backend:
 
     return PostgresBackend(
         target, pool=options.pool, pool_size=options.pool_size, schema=options.schema,
-        engine=ENGINE,
+        engine=ENGINE, listen_url=options.listen_url,
     )
 
 
 ENGINE = Engine(
     "postgres", "PostgreSQL", forms=("postgresql://...", "host=... dbname=..."),
-    options=frozenset({"pool", "schema"}),
+    options=frozenset({"pool", "schema", "listen_url"}),
     parse=_parse, open=open_postgres, workers=_workers, capabilities=_capabilities,
     local_file=_no_file, migrations=MIGRATIONS, has_store=_has_store, redact=_redact,
     requires=("psycopg", "psycopg_pool"), extra="postgres",  # the driver, imported on open

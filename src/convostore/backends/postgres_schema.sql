@@ -156,7 +156,31 @@ CREATE TABLE IF NOT EXISTS convostore_registry (
 INSERT INTO convostore_sessions AS d (session_id, title, parent_session_id, model, source, input_tokens, output_tokens, estimated_cost, end_reason, created_at, updated_at, internal, managed) SELECT id, name, parent_session_id, model, source, input_tokens, output_tokens, estimated_cost, end_reason, created_at, updated_at, 0, 1 FROM convostore_registry WHERE true ON CONFLICT (session_id) DO UPDATE SET managed = 1, title = excluded.title, parent_session_id = excluded.parent_session_id, model = excluded.model, source = excluded.source, input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, estimated_cost = excluded.estimated_cost, end_reason = excluded.end_reason, created_at = excluded.created_at, updated_at = CASE WHEN excluded.updated_at > d.updated_at THEN excluded.updated_at ELSE d.updated_at END;
 DROP TABLE IF EXISTS convostore_registry;
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '4')
+-- version 5 -------------------------------------------------------------------------------------
+
+-- The durable change log: positions drawn under the change-log advisory lock held to commit, so
+-- their order is commit order. An identity column needs no grant on its sequence.
+CREATE TABLE IF NOT EXISTS convostore_changes (
+    pos BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT COLLATE "C" NOT NULL,
+    kind TEXT NOT NULL,
+    message_id TEXT COLLATE "C",
+    parent_id TEXT COLLATE "C",
+    leaf_id TEXT COLLATE "C",
+    data TEXT,
+    created_at BIGINT NOT NULL
+);
+-- Who runs a session's automatic compaction, until when; the backoff after attempts that left
+-- the session above its threshold.
+CREATE TABLE IF NOT EXISTS convostore_compaction_leases (
+    session_id TEXT COLLATE "C" PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    retry_at BIGINT NOT NULL DEFAULT 0
+);
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '5')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------

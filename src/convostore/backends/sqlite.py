@@ -21,7 +21,15 @@ from ..errors import InvalidURL
 from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES
 from ._migrate import Migrations
 from ._registry import REGISTRY_LIFT
-from ._schema import ATTACHMENT_REFS, DIRECTORY, MESSAGES, META, SESSION_STATE
+from ._schema import (
+    ATTACHMENT_REFS,
+    CHANGES,
+    COMPACTION_LEASES,
+    DIRECTORY,
+    MESSAGES,
+    META,
+    SESSION_STATE,
+)
 from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
 
 # Each step brings a database from the version before it to its own number (index + 1).
@@ -98,6 +106,27 @@ _STEPS: list[list[str]] = [
         *DIRECTORY_INDEXES,
         DIRECTORY_BACKFILL,
         *REGISTRY_LIFT,  # the session manager's registry: now rows of the directory
+    ],
+    [
+        # The change log: writers are serialised, so rowid order is commit order (see
+        # _changes_sql). No AUTOINCREMENT: trimming always keeps the newest row.
+        f"""CREATE TABLE IF NOT EXISTS {CHANGES} (
+            pos INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            message_id TEXT,
+            parent_id TEXT,
+            leaf_id TEXT,
+            data TEXT,
+            created_at INTEGER NOT NULL
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {COMPACTION_LEASES} (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            expires_at INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            retry_at INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID""",
     ],
 ]
 
