@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import __version__, codec
+from . import __version__, _cli_serve, codec
 from ._cli_text import Output as _Output
 from ._cli_text import clip as _clip
 from ._cli_text import label as _label
@@ -557,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     command("stats", _cmd_stats, "print storage figures",
             "Print counts and sizes of everything stored: sessions, messages, continuation\n"
             "rows, compactions, attachments.", [db])
+    _cli_serve.add_arguments(command(
+        "serve", lambda args, out: _cli_serve.run(args, out, _open), _cli_serve.SERVE_SUMMARY,
+        _cli_serve.SERVE_DESCRIPTION, [db]))
     return parser
 
 
