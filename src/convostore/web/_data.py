@@ -199,6 +199,8 @@ def entries(
     A real message's parent is the next older message of the path, or, when that is a
     compaction summary, the last message of its span.
     """
+    if not newest_first:
+        return []
     forks = _Forks(session)
     out: list[Entry] = []
     below = [*newest_first[1:], older]
