@@ -24,8 +24,9 @@ from _helpers import text
 from convostore import Sessions
 from convostore.cli import main
 
-pytest.importorskip("starlette", reason="the viewer needs the web extra (pip install -e '.[dev]')")
-pytest.importorskip("httpx2", reason="Starlette's TestClient needs httpx2 (pip install -e '.[dev]')")
+_DEV = "pip install -e '.[dev]'"
+pytest.importorskip("starlette", reason=f"the viewer needs the web extra ({_DEV})")
+pytest.importorskip("httpx2", reason=f"Starlette's TestClient needs httpx2 ({_DEV})")
 
 from starlette.testclient import TestClient  # noqa: E402
 

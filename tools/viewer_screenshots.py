@@ -41,9 +41,10 @@ def _write(db: str) -> None:
             {"type": "reasoning", "text": "Check the billing events for the account first."},
             {"type": "tool-billing_events", "toolCallId": "call_7", "state": "output-available",
              "input": {"account": "acme", "month": "2026-03"},
-             "output": {"events": [{"seat": "s-19", "charge": 49}, {"seat": "s-19", "charge": 49}]}},
-            {"type": "text", "text": "Seat s-19 was charged twice on March 1st; I have refunded one "
-                                     "charge."}]})
+             "output": {"events": [{"seat": "s-19", "charge": 49},
+                                   {"seat": "s-19", "charge": 49}]}},
+            {"type": "text",
+             "text": "Seat s-19 was charged twice on March 1st; I have refunded one charge."}]})
         s.append_message({"id": "r1-retry", "role": "assistant", "parts": [
             {"type": "text", "text": "I see two charges for seat s-19 on March 1st. Shall I refund "
                                      "one of them?"}]}, parent_id="q1")
