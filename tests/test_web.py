@@ -210,6 +210,8 @@ def test_parts_render_as_blocks(viewer_store: Sessions) -> None:
 def test_unknown_session_and_bad_ids(viewer_store: Sessions) -> None:
     with client(viewer_store) as c:
         assert c.get("/session", params={"id": "nobody"}).status_code == 404
+        chain(viewer_store, "s", 1)
+        assert c.get("/session", params={"id": "s", "leaf_id": "nothing"}).status_code == 404
         assert c.get("/session", params={"id": "x" * 2000}).status_code == 400
         assert c.get("/session/branch", params={"id": "s"}).status_code == 400
 
@@ -405,3 +407,24 @@ def test_serve_refuses_a_path_without_a_store(tmp_path: Path,
     assert main(["serve", str(missing)]) == 1
     assert capsys.readouterr().err == f"convostore: error: no convostore data at {missing}\n"
     assert not missing.exists()
+
+
+def test_the_command_line_imports_no_web_stack() -> None:
+    code = ("import sys, convostore.cli; "
+            "print(sorted({'starlette', 'uvicorn', 'jinja2'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_serve_without_the_web_extra_names_it(tmp_path: Path) -> None:
+    """Without the extra (its import made to fail), one error line says what to install."""
+    db = str(tmp_path / "demo.db")
+    assert main(["demo", db]) == 0
+    code = ("import sys; sys.modules['uvicorn'] = None\n"
+            "from convostore.cli import main\n"
+            "sys.exit(main(['serve', sys.argv[1]]))\n")
+    out = subprocess.run([sys.executable, "-c", code, db], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stderr == ("convostore: error: the web viewer needs uvicorn: "
+                          "pip install 'convostore[web]'\n")

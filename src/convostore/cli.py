@@ -6,9 +6,9 @@ terminal. Every failure the user can cause (a missing database, an unknown sessi
 library error, a value the store cannot hold) is one line on stderr, ``convostore: error: ...``,
 and exit code 1, never a traceback; argparse usage errors exit with 2. The read-only commands
 (``ls``, ``show``, ``search``, ``export``, ``stats``, ``serve``) first ask the engine whether
-the URL holds a store, and create nothing when it does not. What people read shows stored control characters
-as escapes (:mod:`convostore._cli_text`); ``export`` writes data exactly. The reference in
-``docs/cli.md`` is generated from ``--help`` by ``tools/gen_cli_docs.py``.
+the URL holds a store, and create nothing when it does not. What people read shows stored
+control characters as escapes (:mod:`convostore._cli_text`); ``export`` writes data exactly.
+The reference in ``docs/cli.md`` is generated from ``--help`` by ``tools/gen_cli_docs.py``.
 """
 
 from __future__ import annotations

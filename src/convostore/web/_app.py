@@ -203,8 +203,9 @@ def create_app(
         sid, leaf = _sid(request), _param(request, "leaf_id")
         session = the_store().session(sid)
         page = _data.older_page(session, leaf_id=leaf, before=None, limit=page_size)
-        if not page.entries and leaf is None:
-            raise HTTPException(404, "no messages in this session")
+        if not page.entries:
+            raise HTTPException(404, "no messages in this session" if leaf is None else
+                                "no such message in this session")
         tokens, exact = _data.path_tokens(session, leaf)
         return HTMLResponse(render(
             "conversation.html", sid=sid, leaf_id=leaf, page=page, tokens=tokens,
