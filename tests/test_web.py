@@ -306,6 +306,28 @@ def test_hostile_strings_render_as_text(viewer_store: Sessions) -> None:
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&lt;img src=x onerror=" in pages[2]
 
 
+def test_lone_surrogates_show_as_escapes(viewer_store: Sessions) -> None:
+    """Stored text may hold lone surrogates (they round-trip); pages cannot carry them in UTF-8,
+    so they show as ``\\udXXX``, in text, tool output and file names alike."""
+    viewer_store.session("s").append_message({"id": "x", "role": "user", "parts": [
+        {"type": "text", "text": "broken \ud800 pair"},
+        {"type": "tool-t", "toolCallId": "c", "state": "output-available", "input": {},
+         "output": {"k": "\udfff"}},
+        {"type": "file", "mediaType": "text/plain", "filename": "a\ud800.txt",
+         "url": "data:text/plain,hello"},
+    ]})
+    viewer_store.session("s").append_message(text("y", "later \udc00 text"))
+    with client(viewer_store) as c:
+        page = c.get("/session", params={"id": "s"})
+        older = c.get("/session/older", params={"id": "s", "before": "y"})
+        served = c.get("/attachment", params={"id": "s", "message": "x", "part": 2})
+    assert page.status_code == 200 and "broken \\ud800 pair" in page.text
+    assert '"k": "\\udfff"' in page.text.replace("&#34;", '"')
+    assert older.status_code == 200 and "\\ud800" in older.json()["html"]
+    assert served.status_code == 200 and served.content == b"hello"
+    assert "filename*=UTF-8''a%3F.txt" in served.headers["content-disposition"]
+
+
 def test_pages_carry_a_strict_content_security_policy(viewer_store: Sessions) -> None:
     chain(viewer_store, "s", 1)
     with client(viewer_store) as c:

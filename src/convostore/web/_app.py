@@ -96,6 +96,15 @@ class _SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(html: str) -> str:
+    """``html`` with each lone surrogate (stored text may hold them; UTF-8 cannot) written as
+    its visible ``\\uXXXX`` escape."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", html)
+
+
 def url(path: str, **params: object) -> str:
     """``path`` with the query string of the params that are not None."""
     query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
@@ -132,7 +141,7 @@ def _content_disposition(kind: str, filename: str | None) -> str:
     if not filename:
         return kind
     plain = _FILENAME_SAFE.sub("_", filename)[:120] or "file"
-    encoded = urllib.parse.quote(filename[:200], safe="")
+    encoded = urllib.parse.quote(filename[:200], safe="", errors="replace")
     return f"{kind}; filename=\"{plain}\"; filename*=UTF-8''{encoded}"
 
 
@@ -180,7 +189,7 @@ def create_app(
         return holder[0]
 
     def render(template: str, **context: Any) -> str:
-        return env.get_template(template).render(**context)
+        return _encodable(env.get_template(template).render(**context))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
