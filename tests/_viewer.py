@@ -35,7 +35,7 @@ def serving(app: Any) -> Iterator[str]:
 
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -47,6 +47,7 @@ def serving(app: Any) -> Iterator[str]:
         assert server.started, "the viewer did not start"
         yield f"http://127.0.0.1:{port}"
     finally:
+        app.state.stopping.set()  # open live streams end within their poll interval
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()

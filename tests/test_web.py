@@ -8,8 +8,10 @@ stream, images) is tested in test_web_browser.py.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import re
+import signal
 import subprocess
 import sys
 import urllib.parse
@@ -405,6 +407,31 @@ def test_serve_listens_on_loopback_and_says_so(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_serve_stops_on_ctrl_c_while_a_page_is_live(tmp_path: Path) -> None:
+    """Ctrl-C ends the open live streams, so the server stops at once and quietly."""
+    db = str(tmp_path / "demo.db")
+    assert main(["demo", db]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "convostore", "serve", db, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    found = re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stdout.readline())
+    assert found is not None
+    conn = http.client.HTTPConnection("127.0.0.1", int(found.group(1)), timeout=30)
+    try:
+        conn.request("GET", "/session/events?id=demo&after=a5")
+        stream = conn.getresponse()
+        assert stream.status == 200 and stream.readline().startswith(b"retry:")
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        conn.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err  # the command line's exit code for Ctrl-C
+    assert "Traceback" not in err and "ERROR" not in err, err
 
 
 def test_serve_warns_when_told_to_listen_beyond_loopback(tmp_path: Path) -> None:

@@ -62,8 +62,9 @@ def main_() -> int:
         _write(db)
         sock = bind("127.0.0.1", 0)
         base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        server = uvicorn.Server(uvicorn.Config(create_app(db), log_level="warning",
-                                               timeout_graceful_shutdown=1))
+        app = create_app(db)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning",
+                                               timeout_graceful_shutdown=5))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
         while not server.started:
@@ -90,6 +91,7 @@ def main_() -> int:
                 page.screenshot(path=str(IMAGES / "viewer-tools.png"), full_page=True)
                 browser.close()
         finally:
+            app.state.stopping.set()
             server.should_exit = True
             thread.join(10)
     print(f"wrote {', '.join(sorted(p.name for p in IMAGES.glob('viewer-*.png')))} to {IMAGES}")

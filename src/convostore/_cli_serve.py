@@ -105,9 +105,17 @@ def run(args: argparse.Namespace, out: Output, opener: Callable[[str], Sessions]
         out.stream.flush()
         app = create_app(store, allowed_hosts=None if not loopback else
                          ("127.0.0.1", "localhost", "::1", "[::1]", args.host))
-        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
+        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5,
                                 lifespan="on")
+        server = uvicorn.Server(config)
+        stop = server.handle_exit
+
+        def handle_exit(sig: int, frame: Any) -> None:
+            app.state.stopping.set()  # live streams end, so the server need not wait for them
+            stop(sig, frame)
+
+        server.handle_exit = handle_exit
         try:
-            uvicorn.Server(config).run(sockets=[sock])
+            server.run(sockets=[sock])
         finally:
             sock.close()

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -180,8 +181,13 @@ def create_app(
         only. ``None`` answers any host (the viewer has no login: only for a trusted network).
     :param page_size: messages per page of a conversation (older ones load on demand).
     :param live_interval: seconds between two polls of an open conversation for new messages.
+
+    ``app.state.stopping`` is a :class:`threading.Event`: set it when the server is about to
+    stop, and the live streams end within ``live_interval`` (a server waits for open responses
+    before it stops; ``convostore serve`` sets it on Ctrl-C).
     """
     env = _environment()
+    stopping = threading.Event()
     owned = not isinstance(store, Sessions)
     holder: list[Sessions] = [store] if isinstance(store, Sessions) else []
 
@@ -280,7 +286,7 @@ def create_app(
         """Poll for messages newer than ``after``; send each batch rendered, or ``reset``."""
         yield f"retry: {max(500, int(live_interval * 2000))}\n\n"
         quiet = 0
-        while not await request.is_disconnected():
+        while not stopping.is_set() and not await request.is_disconnected():
             found = await run_in_threadpool(_data.newer, session, after, 200)
             if found is None:
                 yield _sse("reset", {"reason": "the active branch changed"})
@@ -313,7 +319,7 @@ def create_app(
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", sessions_page),
             Route("/session", conversation),
@@ -328,3 +334,5 @@ def create_app(
         exception_handlers=handlers,
         lifespan=lifespan,
     )
+    app.state.stopping = stopping
+    return app
