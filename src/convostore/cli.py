@@ -5,10 +5,10 @@ they return. Output is plain text, styled with ``rich`` only when it is installe
 terminal. Every failure the user can cause (a missing database, an unknown session, a bad URL, a
 library error, a value the store cannot hold) is one line on stderr, ``convostore: error: ...``,
 and exit code 1, never a traceback; argparse usage errors exit with 2. The read-only commands
-(``ls``, ``show``, ``search``, ``export``, ``stats``) first ask the engine whether the URL holds
-a store, and create nothing when it does not. What people read shows stored control characters
-as escapes (:mod:`convostore._cli_text`); ``export`` writes data exactly. The reference in
-``docs/cli.md`` is generated from ``--help`` by ``tools/gen_cli_docs.py``.
+(``ls``, ``show``, ``search``, ``export``, ``stats``, ``serve``) first ask the engine whether
+the URL holds a store, and create nothing when it does not. What people read shows stored
+control characters as escapes (:mod:`convostore._cli_text`); ``export`` writes data exactly.
+The reference in ``docs/cli.md`` is generated from ``--help`` by ``tools/gen_cli_docs.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import __version__, codec
+from . import __version__, _cli_serve, codec
 from ._cli_life import add_ls, add_retention
 from ._cli_text import Output as _Output
 from ._cli_text import clip as _clip
@@ -539,6 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Print counts and sizes of everything stored: sessions, messages, continuation\n"
             "rows, compactions, attachments.", [db])
     add_retention(command, db, _open)  # rm, prune: _cli_life.py
+    _cli_serve.add_arguments(command(
+        "serve", lambda args, out: _cli_serve.run(args, out, _open), _cli_serve.SERVE_SUMMARY,
+        _cli_serve.SERVE_DESCRIPTION, [db]))
     return parser
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from ..codec import ROW_BUDGET
-from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
 from ._changes_sql import ChangeLogOps
+from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
 from ._legacy_sql import LegacySql
 from ._registry import RegistryOps
 from ._schema import (
