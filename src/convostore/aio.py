@@ -120,6 +120,8 @@ class AsyncSessions:
         pool: Any = None,
         pool_size: int = 10,
         schema: str | None = None,
+        partitions: int | None = None,
+        transaction_pooler: bool | None = None,
     ) -> _Opening:
         """Async twin of :meth:`Sessions.open <convostore.Sessions.open>`, same options.
 
@@ -138,6 +140,8 @@ class AsyncSessions:
             pool=pool,
             pool_size=pool_size,
             schema=schema,
+            partitions=partitions,
+            transaction_pooler=transaction_pooler,
         )
         workers = worker_count(url, pool=pool, pool_size=pool_size)
         return _Opening(functools.partial(cls._open, opener, workers))

@@ -56,6 +56,8 @@ class Sessions:
         pool: Any = None,
         pool_size: int = 10,
         schema: str | None = None,
+        partitions: int | None = None,
+        transaction_pooler: bool | None = None,
     ) -> Sessions:
         """Open a store.
 
@@ -71,9 +73,18 @@ class Sessions:
             a URL (the store does not close it).
         :param pool_size: PostgreSQL only: most connections of the pool the store creates.
         :param schema: PostgreSQL only: the schema holding the tables (created if missing).
+        :param partitions: PostgreSQL only: create the session-keyed tables hash-partitioned by
+            session id into this many partitions (2 to 1024), when the schema is created; a
+            store created without partitions cannot be opened with them (nor the other way
+            round, nor with another count). See ``docs/scaling.md``.
+        :param transaction_pooler: PostgreSQL only: the URL reaches the server through a
+            transaction-mode pooler such as PgBouncer: no prepared statements, no session state
+            (the schema is set inside every transaction, never on the connection). A pooler
+            cannot be told from a server reliably, so say it; see ``docs/scaling.md``.
         """
         backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,
-                               durability=durability, busy_timeout=busy_timeout)
+                               durability=durability, busy_timeout=busy_timeout,
+                               partitions=partitions, transaction_pooler=transaction_pooler)
         return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
                    token_counter=token_counter)
 

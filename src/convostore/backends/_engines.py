@@ -87,6 +87,8 @@ def open_backend(
     schema: str | None = None,
     durability: Literal["normal", "full"] = "normal",
     busy_timeout: float = 30.0,
+    partitions: int | None = None,
+    transaction_pooler: bool | None = None,
 ) -> Backend:
     """Open the backend ``Sessions.open`` asks for (see its parameters).
 
@@ -104,8 +106,9 @@ def open_backend(
     else:
         engine, target = parse_url(url)
     options = OpenOptions(pool=pool, pool_size=pool_size, schema=schema,
-                          durability=durability, busy_timeout=busy_timeout)
-    for name in ("pool", "schema"):
+                          durability=durability, busy_timeout=busy_timeout,
+                          partitions=partitions, transaction_pooler=transaction_pooler)
+    for name in ("pool", "schema", "partitions", "transaction_pooler"):
         if getattr(options, name) is not None and name not in engine.options:
             raise InvalidURL(f"{name}= applies to {_titles(name)} only")
     _require(engine)

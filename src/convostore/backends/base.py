@@ -336,14 +336,16 @@ class Backend(Protocol):
 class OpenOptions:
     """The options of :meth:`~convostore.Sessions.open` that reach an engine.
 
-    ``pool`` and ``schema`` are None unless given, and an engine that does not declare one of
-    them refuses it (:attr:`Engine.options`); the others have defaults and an engine with no use
-    for one ignores it.
+    ``pool``, ``schema``, ``partitions`` and ``transaction_pooler`` are None unless given, and
+    an engine that does not declare one of them refuses it (:attr:`Engine.options`); the others
+    have defaults and an engine with no use for one ignores it.
     """
 
     pool: Any = None
     pool_size: int = 10
     schema: str | None = None
+    partitions: int | None = None
+    transaction_pooler: bool | None = None
     durability: Literal["normal", "full"] = "normal"
     busy_timeout: float = 30.0
 
