@@ -19,18 +19,20 @@ run of 1,000 appends (about 5,000 pages written) spans at least one of the store
 checkpoints (every 4,000 pages) and several of the baseline's, so each run pays its share.
 
 With ``--backend postgres`` it measures something else: ``--appends`` appends per process by 1
-and by 4 writing processes (each its own session, messages seeded ``seed * 1000 + process``),
-convostore against raw psycopg INSERT and COMMIT, ``--repeats`` runs of each (raw runs first,
-no warm-up run: each process connects before its clock starts), then 4 processes appending into
-one session.
+process into one session, 8 into one session and 8 into 8 sessions (messages seeded
+``seed * 1000 + process``), convostore with advisory locks and with row locks against raw psycopg
+INSERT and COMMIT, directly and (with ``--pgbouncer``) through PgBouncer in transaction mode;
+``--repeats`` runs of each, no warm-up run (each process connects before its clock starts).
+Afterwards every session written is counted: nothing lost, nothing duplicated.
 
     python benchmarks/append.py                # full sizes (about a minute)
     python benchmarks/append.py --big 20000    # quicker
-    python benchmarks/append.py --backend postgres --appends 200 --repeats 3
+    python benchmarks/append.py --backend postgres --appends 200 --repeats 3 \\
+        --pgbouncer postgresql://postgres@127.0.0.1:6432/test
 
 Targets (issues 2 and 4), SQLite: big/small within 1.3x; >= 0.5x raw with NORMAL, >= 0.8x with
 FULL; auto-compaction big/small within 1.5x. PostgreSQL: each process count within 2x of raw;
-the 4 writers of one session leave one linear chain of every message.
+row locks within 10% of advisory locks; nothing lost or duplicated in any configuration.
 """
 
 from __future__ import annotations
@@ -171,26 +173,36 @@ def raw_connection(path: str, durability: str) -> sqlite3.Connection:
     return conn
 
 
+def _open_pg(url: str, schema: str, locks: str, pooled: bool) -> Sessions:
+    """A store with the session lock of ``locks`` ("row" or "advisory")."""
+    from convostore.backends._pg_backend import PostgresBackend
+    from convostore.backends.postgres import ENGINE
+
+    return Sessions(PostgresBackend(url, schema=schema, pool_size=2, engine=ENGINE,
+                                    locks=locks, transaction_pooler=pooled))
+
+
 def _pg_worker(
-    url: str, schema: str, raw: bool, worker: int, n: int, ready: Any, session: str, seed: int
+    url: str, schema: str, mode: str, worker: int, n: int, ready: Any, prefix: str,
+    shared: bool, seed: int, pooled: bool,
 ) -> None:
     """One writing process: n appends through convostore, or n raw INSERT+COMMIT."""
     import uuid
 
     source = realistic_messages(seed=seed * 1000 + worker)
     msgs = [{**next(source), "id": f"{worker}-{uuid.uuid4().hex}"} for _ in range(n)]
-    if raw:
+    if mode == "raw":
         import psycopg
 
-        with psycopg.connect(url, options=f"-c search_path={schema}") as conn:
+        insert = f'INSERT INTO "{schema}".raw (session_id, id, seq, content) VALUES (%s,%s,%s,%s)'
+        with psycopg.connect(url, prepare_threshold=None if pooled else 5) as conn:
             ready.wait()
             for i, m in enumerate(msgs):
-                conn.execute("INSERT INTO raw (session_id, id, seq, content) VALUES (%s,%s,%s,%s)",
-                             ("s", m["id"], i, compact_json(m)))
+                conn.execute(insert, ("s", m["id"], i, compact_json(m)))
                 conn.commit()
         return
-    with Sessions.open(url, schema=schema, pool_size=2) as store:
-        s = store.session(session or f"w{worker}")
+    with _open_pg(url, schema, mode, pooled) as store:
+        s = store.session(prefix if shared else f"{prefix}-w{worker}")
         s.get_latest_leaf()  # the pool's connections are open before the clock starts
         ready.wait()
         for m in msgs:
@@ -198,15 +210,19 @@ def _pg_worker(
 
 
 def _pg_run(
-    url: str, schema: str, raw: bool, procs: int, n: int, session: str = "", seed: int = 1
+    url: str, schema: str, mode: str, procs: int, n: int, prefix: str, shared: bool,
+    seed: int = 1, pooled: bool = False,
 ) -> float:
     """Appends per second of ``procs`` processes writing ``n`` messages each."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Barrier(procs + 1)
-    workers = [ctx.Process(target=_pg_worker, args=(url, schema, raw, w, n, ready, session, seed))
-               for w in range(procs)]
+    workers = [
+        ctx.Process(target=_pg_worker,
+                    args=(url, schema, mode, w, n, ready, prefix, shared, seed, pooled))
+        for w in range(procs)
+    ]
     for w in workers:
         w.start()
     ready.wait()  # every writer is connected: start the clock
@@ -219,7 +235,8 @@ def _pg_run(
 
 
 def postgres_main(args: argparse.Namespace, scratch: Scratch) -> int:
-    """Appends/s on PostgreSQL, one process and 4 processes, against raw psycopg."""
+    """Appends/s on PostgreSQL: 1 and 8 processes into one session and 8 into 8 sessions, with
+    advisory and row locks, direct and through PgBouncer, against raw psycopg."""
     import psycopg
 
     url, schema = scratch.target, scratch.schema
@@ -228,31 +245,51 @@ def postgres_main(args: argparse.Namespace, scratch: Scratch) -> int:
         admin.execute(f'CREATE TABLE "{schema}".raw (session_id TEXT, id TEXT, seq BIGINT, '
                       "content TEXT, PRIMARY KEY (session_id, id))")
     Sessions.open(url, schema=schema).close()  # migrate once, outside the timings
-    n = args.appends
-    print(f"PostgreSQL, each figure the median of {args.repeats} runs; "
-          f"{n} appends per process, timed once every writer is connected\n")
-    print(f"{'workload':<40} {'appends/s':>10} {'vs raw':>8}")
+    routes = [("direct", url, False)]
+    bouncer = args.pgbouncer or os.environ.get("CONVOSTORE_TEST_PGBOUNCER_URL")
+    if bouncer:
+        routes.append(("pgbouncer", bouncer, True))
+    else:
+        print("(no PgBouncer: pass --pgbouncer URL or set CONVOSTORE_TEST_PGBOUNCER_URL)")
+    n, repeats = args.appends, args.repeats
+    print(f"PostgreSQL, each figure the median of {repeats} runs; {n} appends per process, "
+          "timed once every writer is connected\n")
+    print(f"{'route':<10} {'workload':<34} {'raw/s':>8} {'advisory/s':>11} {'row/s':>8} "
+          f"{'row/adv':>8} {'row/raw':>8}")
     results: list[tuple[str, bool]] = []
-    for procs in (1, 4):  # each convostore process writes its own session
-        raw = statistics.median(_pg_run(url, schema, True, procs, n, seed=args.seed)
-                                for _ in range(args.repeats))
-        ours = statistics.median(_pg_run(url, schema, False, procs, n, seed=args.seed)
-                                 for _ in range(args.repeats))
-        print(f"{f'raw psycopg INSERT+COMMIT, {procs} process(es)':<40} {raw:>10,.0f} "
-              f"{1:>8.2f}")
-        print(f"{f'convostore append, {procs} process(es)':<40} {ours:>10,.0f} "
-              f"{ours / raw:>8.2f}")
-        results.append((f"{procs} process(es): within 2x of raw ({raw / ours:.2f}x)",
-                        raw / ours <= 2.0))
-    # 4 processes into ONE session: the session's lock orders them into one chain.
-    shared = statistics.median(_pg_run(url, schema, False, 4, n, "shared", args.seed)
-                               for _ in range(args.repeats))
-    print(f"{'convostore append, 4 into one session':<40} {shared:>10,.0f}")
+    expected: dict[str, int] = {}
+    workloads = [("1 process, 1 session", 1, True), ("8 processes, 1 session", 8, True),
+                 ("8 processes, 8 sessions", 8, False)]
+    for route, target, pooled in routes:
+        for label, procs, shared in workloads:
+            figures: dict[str, float] = {}
+            for mode in ("raw", "advisory", "row"):
+                runs = []
+                for r in range(repeats):
+                    # sessions of their own per route, lock mode and run: counted afterwards
+                    prefix = f"{route}-{mode}-{label}-{r}"
+                    runs.append(_pg_run(target, schema, mode, procs, n, prefix, shared,
+                                        args.seed, pooled))
+                    if mode != "raw":
+                        for w in range(1 if shared else procs):
+                            expected[prefix if shared else f"{prefix}-w{w}"] = (
+                                procs * n if shared else n)
+                figures[mode] = statistics.median(runs)
+            raw, adv, row = figures["raw"], figures["advisory"], figures["row"]
+            print(f"{route:<10} {label:<34} {raw:>8,.0f} {adv:>11,.0f} {row:>8,.0f} "
+                  f"{row / adv:>8.2f} {row / raw:>8.2f}")
+            results.append((f"{route}, {label}: row locks within 10% of advisory "
+                            f"({row / adv:.2f}x)", row / adv >= 0.9))
     with Sessions.open(url, schema=schema) as store:
-        count = len(store.session("shared").get_history())
-    expected = args.repeats * n * 4
-    results.append((f"one session, 4 writers: one linear chain ({count} of {expected})",
-                    count == expected))
+        lost = dup = 0
+        for sid, want in expected.items():
+            stats = store.session(sid).get_history_row_stats()
+            got = len({r.id for r in stats})
+            lost += max(0, want - got)
+            dup += len(stats) - got
+    results.append((f"nothing lost, nothing duplicated, one chain per session "
+                    f"({lost} lost, {dup} duplicated, {len(expected)} sessions)",
+                    lost == 0 and dup == 0))
     print()
     for label, ok in results:
         print(f"{'PASS' if ok else 'FAIL'}  {label}")
@@ -267,6 +304,8 @@ def main() -> int:
                     "checkpoint; postgres: per writing process)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-compaction", action="store_true", help="skip the auto-compaction part")
+    ap.add_argument("--pgbouncer", help="postgres: the same server through PgBouncer in "
+                    "transaction mode (default: $CONVOSTORE_TEST_PGBOUNCER_URL)")
     args = ap.parse_args()
     with scratch_database(args, name="append") as scratch:
         if scratch.kind == "postgres":

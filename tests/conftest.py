@@ -26,6 +26,8 @@ import pytest
 from convostore import Sessions
 
 PG_URL = os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
+PGBOUNCER_URL = os.environ.get("CONVOSTORE_TEST_PGBOUNCER_URL")
+"""The same server through PgBouncer in transaction pooling mode (``.ci/run`` starts one)."""
 
 # What each backend can do beyond the common API. Tests ask by capability, never by backend
 # name (STYLE §7): ``@pytest.mark.requires("schemas")`` skips where the backend lacks it.
@@ -41,8 +43,8 @@ PG_URL = os.environ.get("CONVOSTORE_TEST_POSTGRES_URL")
 # - schema_file: the engine ships its DDL as a file an administrator runs, so that a role
 #   without rights to create tables can use the store.
 # - url_password: the URL carries a login whose password must never show.
-# - advisory_locks: writers serialise on server-side advisory locks that another connection
-#   (the test's own) can hold.
+# - server_locks: writers serialise on server-side locks (a table lock for the store, a row
+#   lock for the session) that another connection (the test's own) can hold.
 # - search_table_probe: write scopes ask whether the search table exists until a scope of the
 #   store has seen it.
 # - postgresql_dialect: the database speaks PostgreSQL's SQL; for tests whose own SQL or
@@ -55,9 +57,13 @@ CAPABILITIES: dict[str, frozenset[str]] = {
     "sqlite-memory": frozenset({"dynamic_column_types"}),
     "postgres": frozenset({
         "shared_across_processes", "reopen", "connection_pool", "schemas", "schema_file",
-        "url_password", "advisory_locks", "search_table_probe", "postgresql_dialect",
+        "url_password", "server_locks", "search_table_probe", "postgresql_dialect",
     }),
 }
+# The same server through a transaction pooler, and with hash-partitioned tables: the whole
+# suite runs on both (a pooler keeps no session state; partitions change only the DDL).
+CAPABILITIES["postgres-pgbouncer"] = CAPABILITIES["postgres"]
+CAPABILITIES["postgres-partitioned"] = CAPABILITIES["postgres"] - {"schema_file"}
 
 # Capability names the engines declare through ``Sessions.capabilities`` today. An engine that
 # declares more names this table knows is checked on those too (see ``_check_declared``).
@@ -108,7 +114,12 @@ def _drop_schema(schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.fixture(params=["sqlite-file", "sqlite-memory", "postgres"])
+BACKENDS = [
+    "sqlite-file", "sqlite-memory", "postgres", "postgres-pgbouncer", "postgres-partitioned",
+]
+
+
+@pytest.fixture(params=BACKENDS)
 def backend_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendSpec]:
     name = request.param
     # every ``requires`` mark counts: a module's ``pytestmark`` and the test's own
@@ -124,7 +135,15 @@ def backend_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bac
         if not PG_URL:
             pytest.skip("CONVOSTORE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test")
         schema = f"cs_test_{uuid.uuid4().hex[:12]}"
-        yield BackendSpec(name, PG_URL, {"schema": schema, "pool_size": 4})
+        options: dict[str, Any] = {"schema": schema, "pool_size": 4}
+        url = PG_URL
+        if name == "postgres-pgbouncer":
+            if not PGBOUNCER_URL:
+                pytest.skip("CONVOSTORE_TEST_PGBOUNCER_URL is not set: no PgBouncer to test")
+            url, options["transaction_pooler"] = PGBOUNCER_URL, True
+        elif name == "postgres-partitioned":
+            options["partitions"] = 4
+        yield BackendSpec(name, url, options)
         _drop_schema(schema)
 
 

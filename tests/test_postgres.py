@@ -20,10 +20,10 @@ from _storage import (
     connection_pool,
     execute,
     fetch_one,
+    hold_store_lock,
     reading,
     search_probe_sent,
     search_table_known,
-    store_lock_key,
     writing,
 )
 from conftest import PG_URL, _drop_schema
@@ -396,7 +396,7 @@ def test_a_role_without_create_rights_works_on_the_schema_file(
 # --- catalog questions inside a write scope -------------------------------------------------
 
 
-@pytest.mark.requires("advisory_locks", "connection_pool", "search_table_probe")
+@pytest.mark.requires("server_locks", "connection_pool", "search_table_probe")
 def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
     spec: BackendSpec,
 ) -> None:
@@ -428,7 +428,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
 
         with _admin() as holder:
             holder.execute("BEGIN")
-            holder.execute("SELECT pg_advisory_xact_lock(%s)", (store_lock_key(store),))
+            hold_store_lock(holder, store)
             thread = threading.Thread(target=writer)
             thread.start()
             deadline = time.monotonic() + 10
@@ -511,7 +511,7 @@ def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
         assert ids(s.get_history()) == ["a"]
 
 
-@pytest.mark.requires("advisory_locks")
+@pytest.mark.requires("server_locks")
 def test_two_stores_on_one_schema_share_the_session_lock(spec: BackendSpec) -> None:
     import threading
 

@@ -140,6 +140,8 @@ class AsyncSessions:
         schema: str | None = None,
         change_log_size: int | None = DEFAULT_LOG_SIZE,
         listen_url: str | None = None,
+        partitions: int | None = None,
+        transaction_pooler: bool | None = None,
     ) -> _Opening:
         """Async twin of :meth:`Sessions.open <convostore.Sessions.open>`, same options.
 
@@ -160,6 +162,8 @@ class AsyncSessions:
             schema=schema,
             change_log_size=change_log_size,
             listen_url=listen_url,
+            partitions=partitions,
+            transaction_pooler=transaction_pooler,
         )
         workers = worker_count(url, pool=pool, pool_size=pool_size)
         return _Opening(functools.partial(cls._open, opener, workers))

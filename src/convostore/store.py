@@ -65,6 +65,8 @@ class Sessions:
         schema: str | None = None,
         change_log_size: int | None = DEFAULT_LOG_SIZE,
         listen_url: str | None = None,
+        partitions: int | None = None,
+        transaction_pooler: bool | None = None,
     ) -> Sessions:
         """Open a store.
 
@@ -86,11 +88,20 @@ class Sessions:
         :param listen_url: PostgreSQL only: a direct URL to the server for the connection that
             ``LISTEN`` for watchers, when the store's URL goes through a transaction-mode
             pooler (which cannot carry ``LISTEN``). Default: the store's URL.
+        :param partitions: PostgreSQL only: create the session-keyed tables hash-partitioned by
+            session id into this many partitions (2 to 1024), when the schema is created; a
+            store created without partitions cannot be opened with them (nor the other way
+            round, nor with another count). See ``docs/scaling.md``.
+        :param transaction_pooler: PostgreSQL only: the URL reaches the server through a
+            transaction-mode pooler such as PgBouncer: no prepared statements, no session state
+            (the schema is set inside every transaction, never on the connection). A pooler
+            cannot be told from a server reliably, so say it; see ``docs/scaling.md``.
         """
         log_size = check_log_size(change_log_size)
         backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,
                                durability=durability, busy_timeout=busy_timeout,
-                               listen_url=listen_url)
+                               listen_url=listen_url, partitions=partitions,
+                               transaction_pooler=transaction_pooler)
         return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
                    token_counter=token_counter, change_log_size=log_size)
 

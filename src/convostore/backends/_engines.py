@@ -88,6 +88,8 @@ def open_backend(
     durability: Literal["normal", "full"] = "normal",
     busy_timeout: float = 30.0,
     listen_url: str | None = None,
+    partitions: int | None = None,
+    transaction_pooler: bool | None = None,
 ) -> Backend:
     """Open the backend ``Sessions.open`` asks for (see its parameters).
 
@@ -106,8 +108,9 @@ def open_backend(
         engine, target = parse_url(url)
     options = OpenOptions(pool=pool, pool_size=pool_size, schema=schema,
                           durability=durability, busy_timeout=busy_timeout,
-                          listen_url=listen_url)
-    for name in ("pool", "schema", "listen_url"):
+                          listen_url=listen_url, partitions=partitions,
+                          transaction_pooler=transaction_pooler)
+    for name in ("pool", "schema", "listen_url", "partitions", "transaction_pooler"):
         if getattr(options, name) is not None and name not in engine.options:
             raise InvalidURL(f"{name}= applies to {_titles(name)} only")
     _require(engine)

@@ -9,10 +9,12 @@ SQL in :mod:`._pg_search`.
   passes (never closed by the store).
 - ``schema=`` puts the tables in that schema (created if missing). The shared SQL stays
   unqualified: the store's own connections get ``search_path`` once, when they are opened; a
-  user's connections get it per scope, with ``set_config(..., true)`` inside a transaction.
+  user's connections, and every connection behind a transaction pooler, get it per scope, with
+  ``set_config(..., true)`` inside a transaction.
 - A write scope is one ``READ COMMITTED`` transaction in pipeline mode that first takes the
-  advisory locks (see the engine's overview); reads run in autocommit, or in a read-only
-  transaction when a user pool needs ``search_path`` set.
+  store's table lock and the session's row lock (see the engine's overview); reads run in
+  autocommit, or in a read-only transaction when ``search_path`` must be set per transaction
+  (a user's pool, or any pool behind a transaction pooler).
 - Multi-key lookups and the path walk probe the unique indexes per key (``LATERAL ... LIMIT 1``),
   so their cost never depends on the planner's statistics.
 - Payload collection locks payload rows ``FOR UPDATE`` and re-use locks them ``FOR SHARE``, so a
@@ -32,7 +34,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import psycopg_pool
@@ -42,10 +44,11 @@ from psycopg.rows import tuple_row
 from ..errors import BackendError, SchemaTooNew, StoreClosed
 from ._changes_sql import CHANGE_INSERT
 from ._legacy_sql import LegacySql
-from ._migrate import migrate, stored_version
+from ._migrate import Migrations, migrate, stored_version
+from ._partitions import PARTITION_COUNT, check_partitions, partitioned
 from ._pg_search import PG_TABLES, PostgresSearchOps
 from ._pg_signal import ListenSignal
-from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION
+from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION, SESSION_STATE
 from ._sql import SqlOps, _qualify
 from .base import ChangeRow, Engine, Position, _batches, _marks
 
@@ -64,6 +67,16 @@ def _key(*parts: str) -> int:
     """A signed 64-bit advisory lock key for ``parts`` (a collision only serialises more)."""
     data = "\x00".join(parts).encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+# Per-session write order by row locks (see PostgresBackend._begin).
+_LOCK_STORE = f"LOCK TABLE {MESSAGES} IN SHARE ROW EXCLUSIVE MODE"
+_LOCK_SHARED = f"LOCK TABLE {MESSAGES} IN ROW EXCLUSIVE MODE"
+_STATE_ROW = (
+    f"INSERT INTO {SESSION_STATE} (session_id, epoch) VALUES (%s, 0) "
+    "ON CONFLICT (session_id) DO NOTHING"
+)
+_LOCK_SESSION = f"SELECT 1 FROM {SESSION_STATE} WHERE session_id = %s FOR UPDATE"
+
 
 def _ident(name: str) -> str:
     """``name`` as a quoted SQL identifier."""
@@ -137,11 +150,12 @@ class PostgresOps(PostgresSearchOps):
 
     def __init__(
         self, conn: psycopg.Connection[Any], *, writing: bool,
-        changes: tuple[int, str] | None = None,
+        changes: tuple[int, str] | None = None, partitions: int | None = None,
     ) -> None:
         self._conn = conn
         self._writing = writing
         self._change_lock = changes  # the change log's lock key and NOTIFY channel
+        self._partitions = partitions  # tables created later (the search index) follow it
         # A write scope sends its index probe with the BEGIN; the scope's locks keep the answer
         # valid until it ends (creating the index takes the store lock exclusively).
         self._fts_probe: psycopg.Cursor[tuple[Any, ...]] | None = None
@@ -237,6 +251,13 @@ class PostgresBackend:
         schema of the connection's ``search_path`` (usually ``public``).
     :param engine: the engine's declaration (:data:`convostore.backends.postgres.ENGINE`): its
         schema as data and its capabilities.
+    :param partitions: create the session-keyed tables hash-partitioned into this many parts
+        (2 to 1024); an existing store keeps its own and refuses another count.
+    :param transaction_pooler: the URL reaches the server through a transaction-mode pooler: no
+        prepared statements, ``search_path`` set inside each transaction.
+    :param locks: how writers of one session serialise: ``"row"`` (the session's state row,
+        ``FOR UPDATE``; the default, right on sharded engines) or ``"advisory"`` (transaction
+        advisory locks, node-local; kept for comparison in ``benchmarks/append.py``).
     """
 
     def __init__(
@@ -248,6 +269,9 @@ class PostgresBackend:
         schema: str | None = None,
         engine: Engine,
         listen_url: str | None = None,
+        partitions: int | None = None,
+        transaction_pooler: bool = False,
+        locks: Literal["row", "advisory"] = "row",
     ) -> None:
         if schema is not None:
             if not isinstance(schema, str):
@@ -265,6 +289,14 @@ class PostgresBackend:
         self._path = None if schema is None else _ident(schema)
         self._path_literal: str | None = None
         self._own_pool = pool is None
+        # A user's pool, or any pool behind a transaction pooler: no session state may be left
+        # on a server connection, so the schema is set inside each transaction.
+        self._per_tx_path = self._path is not None and (pool is not None or transaction_pooler)
+        self._pooler = transaction_pooler
+        if locks not in ("row", "advisory"):
+            raise ValueError(f"locks must be 'row' or 'advisory', not {locks!r}")
+        self._locks = locks
+        self._partitions = check_partitions(partitions)
         self._closed = False
         self._fts_seen = False  # once a scope saw the search table, write scopes skip asking
         self._local = threading.local()
@@ -288,8 +320,13 @@ class PostgresBackend:
         else:
             assert url is not None
             self.url = engine.redact(url)
+            # Behind a transaction pooler a prepared statement may be run on another server
+            # connection than the one that prepared it.
+            connect: dict[str, Any] = {"autocommit": True}
+            if transaction_pooler:
+                connect["prepare_threshold"] = None
             try:
-                with psycopg.connect(url, autocommit=True) as conn:
+                with psycopg.connect(url, **connect) as conn:
                     self._configure(conn)
                     self._open(conn)
             except psycopg.Error as exc:
@@ -298,7 +335,7 @@ class PostgresBackend:
                 url,
                 min_size=1,
                 max_size=pool_size,
-                kwargs={"autocommit": True},
+                kwargs=connect,
                 configure=self._configure,
                 open=False,
                 name="convostore",
@@ -314,7 +351,7 @@ class PostgresBackend:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Set up a connection of the store's own pool (once, when it is opened)."""
-        if self._path is not None:
+        if self._path is not None and not self._per_tx_path:
             conn.execute("SELECT set_config('search_path', %s, false)", (self._path,))
 
     def _prepare_conn(self, conn: psycopg.Connection[Any]) -> bool:
@@ -345,7 +382,7 @@ class PostgresBackend:
     def _open(self, conn: psycopg.Connection[Any]) -> None:
         """Migrate (if needed) and derive the lock keys; ``conn`` is in autocommit mode."""
         cur = conn.cursor(row_factory=tuple_row)
-        local = not self._own_pool and self._path is not None
+        local = self._per_tx_path
         if local:
             cur.execute("BEGIN")
             cur.execute(self._local_path(conn))
@@ -364,11 +401,33 @@ class PostgresBackend:
         changes_key = _key("convostore", name, "changes")
         self._change_log = (changes_key, f"convostore_changes_{changes_key & 0xFFFFFFFFFFFF:012x}")
         self._session_prefix = name
-        if version == SCHEMA_VERSION:
-            return
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(version, SCHEMA_VERSION)
-        self._migrate(cur, conn)
+        if version != SCHEMA_VERSION:
+            self._migrate(cur, conn)
+        self._read_partitions(cur, conn)
+
+    def _read_partitions(
+        self, cur: psycopg.Cursor[tuple[Any, ...]], conn: psycopg.Connection[Any]
+    ) -> None:
+        """Adopt the partition count the store was created with; refuse another one asked."""
+        local = self._per_tx_path
+        if local:
+            cur.execute("BEGIN")
+            cur.execute(self._local_path(conn))
+        try:
+            row = cur.execute(PARTITION_COUNT, (MESSAGES,)).fetchone()
+        finally:
+            if local:
+                cur.execute("COMMIT")
+        found = int(row[0]) if row and row[1] == "h" else 0
+        if self._partitions is not None and found != self._partitions:
+            have = f"{found} partitions" if found else "plain (unpartitioned) tables"
+            raise BackendError(
+                f"cannot open the store with partitions={self._partitions}: it was created "
+                f"with {have}; a store's partitioning is fixed when it is created"
+            )
+        self._partitions = found or None
 
     def _version(self, cur: psycopg.Cursor[tuple[Any, ...]]) -> int:
         row = cur.execute(f"SELECT to_regclass('{META}') IS NOT NULL").fetchone()
@@ -379,7 +438,7 @@ class PostgresBackend:
         prepare = [f"SELECT pg_advisory_xact_lock({self._migrate_key})"]
         if self.schema is not None:
             prepare.append(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
-        if not self._own_pool and self._path is not None:
+        if self._per_tx_path:
             prepare.append(self._local_path(conn))
 
         def rollback() -> None:
@@ -388,7 +447,11 @@ class PostgresBackend:
             except psycopg.Error:
                 pass  # the original error is the one to report
 
-        version = migrate(cur.execute, rollback, self._engine.migrations, prepare=prepare)
+        plan = self._engine.migrations
+        if self._partitions is not None:
+            steps = [partitioned(step, self._partitions) for step in plan.steps]
+            plan = Migrations(plan.meta, steps)
+        version = migrate(cur.execute, rollback, plan, prepare=prepare)
         if version != SCHEMA_VERSION:
             logger.info("migrated PostgreSQL schema %r from version %d to %d",
                         self.schema, version, SCHEMA_VERSION)
@@ -402,17 +465,30 @@ class PostgresBackend:
     def _begin(self, session_id: str | None) -> list[tuple[str, tuple[Any, ...]]]:
         """BEGIN, search_path (user pool) and the locks; sent with the scope's first query."""
         steps: list[tuple[str, tuple[Any, ...]]] = [("BEGIN ISOLATION LEVEL READ COMMITTED", ())]
-        if not self._own_pool and self._path is not None:
+        if self._per_tx_path:
             steps.append(("SELECT set_config('search_path', %s, true)", (self._path,)))
+        if self._locks == "advisory":
+            if session_id is None:
+                steps.append(("SELECT pg_advisory_xact_lock(%s)", (self._store_key,)))
+            else:
+                # Store key (shared) first, then the session's: one order for every writer.
+                key = _key("convostore", self._session_prefix, "session", session_id)
+                steps.append((
+                    "SELECT pg_advisory_xact_lock_shared(%s), pg_advisory_xact_lock(%s)",
+                    (self._store_key, key),
+                ))
+            return steps
+        # Row locks: the messages table's lock stands for the store's (writers share it; a
+        # store-wide scope excludes them and each other), the session's state row for the
+        # session's. Both live with the session's data, so a sharded engine keeps them on the
+        # session's shard. The state row is created first if missing (nothing else changes:
+        # an absent row and epoch 0 read the same).
         if session_id is None:
-            steps.append(("SELECT pg_advisory_xact_lock(%s)", (self._store_key,)))
+            steps.append((_LOCK_STORE, ()))
         else:
-            # Store key (shared) first, then the session's: one order for every writer.
-            key = _key("convostore", self._session_prefix, "session", session_id)
-            steps.append((
-                "SELECT pg_advisory_xact_lock_shared(%s), pg_advisory_xact_lock(%s)",
-                (self._store_key, key),
-            ))
+            steps.append((_LOCK_SHARED, ()))
+            steps.append((_STATE_ROW, (session_id,)))
+            steps.append((_LOCK_SESSION, (session_id,)))
         return steps
 
     def _current(self) -> PostgresOps | None:
@@ -445,11 +521,11 @@ class PostgresBackend:
         try:
             with self._pool.connection() as conn:
                 switched = self._prepare_conn(conn)
-                local = not self._own_pool and self._path is not None
+                local = self._per_tx_path
                 try:
                     if local:
                         conn.execute(f"BEGIN READ ONLY; {self._local_path(conn)}")
-                    ops = PostgresOps(conn, writing=False)
+                    ops = PostgresOps(conn, writing=False, partitions=self._partitions)
                     try:
                         with self._bound(ops, None):
                             yield ops
@@ -483,7 +559,8 @@ class PostgresBackend:
                     with _pipeline(conn):
                         for statement, params in self._begin(session_id):
                             conn.execute(statement, params)
-                        ops = PostgresOps(conn, writing=True, changes=self._change_log)
+                        ops = PostgresOps(conn, writing=True, changes=self._change_log,
+                                          partitions=self._partitions)
                         if self._fts_seen:
                             ops._fts = True  # a search table, once there, stays
                         else:

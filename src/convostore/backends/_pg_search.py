@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ._partitions import partitioned
 from ._schema import FTS, MESSAGES
 from ._sql import SqlOps
 from .base import FtsHit, _batches, _marks
@@ -107,6 +108,7 @@ class PostgresSearchOps(SqlOps):
     _writing: bool
     _fts_probe: Any
     _fts: bool | None
+    _partitions: int | None
 
     def fts_exists(self) -> bool:
         if self._fts is None:
@@ -122,7 +124,7 @@ class PostgresSearchOps(SqlOps):
 
     def fts_create(self) -> None:
         self._run(_FTS_CONFIG_DDL)
-        for statement in _FTS_DDL:
+        for statement in partitioned(_FTS_DDL, self._partitions):
             self._run(statement)
         if self._writing:
             self._fts = True

@@ -441,14 +441,17 @@ class Backend(Protocol):
 class OpenOptions:
     """The options of :meth:`~convostore.Sessions.open` that reach an engine.
 
-    ``pool`` and ``schema`` are None unless given, and an engine that does not declare one of
-    them refuses it (:attr:`Engine.options`); the others have defaults and an engine with no use
-    for one ignores it.
+    ``pool``, ``schema``, ``listen_url``, ``partitions`` and ``transaction_pooler`` are None
+    unless given, and an engine that does not declare one of them refuses it
+    (:attr:`Engine.options`); the others have defaults and an engine with no use for one
+    ignores it.
     """
 
     pool: Any = None
     pool_size: int = 10
     schema: str | None = None
+    partitions: int | None = None
+    transaction_pooler: bool | None = None
     durability: Literal["normal", "full"] = "normal"
     busy_timeout: float = 30.0
     listen_url: str | None = None
@@ -488,7 +491,8 @@ class Engine:
     empty (read-only tools ask this before :attr:`open`, which creates the schema). May import
     the driver; raises :class:`~convostore.errors.BackendError` when the target cannot be read."""
     options: frozenset[str] = frozenset()
-    """Which of the optional options (``pool``, ``schema``, ``listen_url``) it takes."""
+    """Which of the optional options (``pool``, ``schema``, ``listen_url``, ``partitions``,
+    ``transaction_pooler``) it takes."""
     paths: bool = False
     """Bare paths and :class:`os.PathLike` objects open with this engine (one engine: SQLite)."""
     requires: tuple[str, ...] = ()

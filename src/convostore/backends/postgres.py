@@ -1,4 +1,4 @@
-"""The PostgreSQL engine: a psycopg 3 connection pool, advisory-locked writes, tsvector search.
+"""The PostgreSQL engine: a psycopg 3 connection pool, row-locked writes, tsvector search.
 
 This module declares the engine (:data:`ENGINE`) and holds its schema as data; it imports no
 driver, so a ``postgresql://`` URL is recognised without psycopg. Opening one imports psycopg
@@ -8,15 +8,22 @@ and :mod:`._pg_backend` (the operations and the backend); without psycopg,
 - URLs: ``postgresql://``, ``postgres://``, ``postgresql+psycopg://`` (read as
   ``postgresql://``), a libpq ``key=value`` string (``host=db dbname=chat``), or ``pool=`` an
   open ``psycopg_pool.ConnectionPool``. Options: ``pool``, ``pool_size``, ``schema`` (the
-  tables' schema, created if missing).
-- A write scope is one ``READ COMMITTED`` transaction that first takes
-  ``pg_advisory_xact_lock`` on a key derived from (schema, session id), plus a shared lock on the
-  store key, so the next ``seq`` and the active leaf derived inside it are those of the previous
-  writer's commit; ``write(None)`` (index creation, each short backfill step) takes the store
-  key exclusively. Every writer takes the same locks in the same order, so no deadlock. The
+  tables' schema, created if missing), ``partitions``, ``transaction_pooler``.
+- A write scope is one ``READ COMMITTED`` transaction that first takes ``ROW EXCLUSIVE`` on the
+  messages table (the store's lock, shared by writers) and then the row lock of the session's
+  state row (``SELECT ... FOR UPDATE``, the row created if missing), so the next ``seq`` and the
+  active leaf derived inside it are those of the previous writer's commit; ``write(None)``
+  (index creation, each short backfill step) takes ``SHARE ROW EXCLUSIVE`` on the messages table,
+  excluding writers and other such scopes. Every writer takes the same locks in the same order,
+  so no deadlock; every lock is on the session's own data, so a sharded engine keeps it on the
+  session's shard. Advisory locks serialise only migrations (node-local is right there). The
   scope runs in pipeline mode: the ``BEGIN``, the locks and the check for the search table
   travel with its first query, and statements nobody reads the result of travel with the
   ``COMMIT`` (a plain append: two round trips).
+- ``transaction_pooler=True`` (behind PgBouncer in transaction mode): no prepared statements, and
+  the schema set inside every transaction, never on a connection.
+- ``partitions=N`` creates the session-keyed tables hash-partitioned by session id
+  (:mod:`._partitions`); an existing store keeps the partitioning it was created with.
 - Reads run in autocommit (each statement sees the latest commits), or in a read-only
   transaction when a user pool needs ``search_path`` set.
 - Migrations are versioned in ``convostore_meta`` (same ``SCHEMA_VERSION`` as SQLite), idempotent
@@ -260,13 +267,14 @@ def open_postgres(target: str | None, options: OpenOptions) -> Backend:
 
     return PostgresBackend(
         target, pool=options.pool, pool_size=options.pool_size, schema=options.schema,
-        engine=ENGINE, listen_url=options.listen_url,
+        engine=ENGINE, listen_url=options.listen_url, partitions=options.partitions,
+        transaction_pooler=bool(options.transaction_pooler),
     )
 
 
 ENGINE = Engine(
     "postgres", "PostgreSQL", forms=("postgresql://...", "host=... dbname=..."),
-    options=frozenset({"pool", "schema", "listen_url"}),
+    options=frozenset({"pool", "schema", "listen_url", "partitions", "transaction_pooler"}),
     parse=_parse, open=open_postgres, workers=_workers, capabilities=_capabilities,
     local_file=_no_file, migrations=MIGRATIONS, has_store=_has_store, redact=_redact,
     requires=("psycopg", "psycopg_pool"), extra="postgres",  # the driver, imported on open
