@@ -87,6 +87,15 @@ class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a fro
     estimate: int
 
 
+class BatchRow(NamedTuple):
+    """One message of :meth:`Writer.insert_batch`: prepared, with its parent and time."""
+
+    prep: Prepared
+    parent_id: str | None | Unset
+    """As for :meth:`Writer.insert`: UNSET is the newest row (the previous one of the batch)."""
+    created_at: int
+
+
 class Rewrite(enum.Enum):
     """The outcome of :meth:`Writer.rewrite`."""
 
@@ -181,23 +190,91 @@ class Writer:
                 # the tail is known to exist: integrations name it on every append
                 known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
                 parent = parent_id if known else None
-            for p in prep.payloads:
-                ops.store_payload(p.hash, p.data, p.media_type)
-            ops.insert_message(
-                NewRow(  # positional: this runs on every append
-                    sid, msg["id"], seq, parent, msg["role"], prep.slices[0],
-                    len(prep.slices) - 1, prep.estimate, created_at,
-                    self._stored_bytes(ops, prep), parent is not None and parent == tail_id,
-                )
-            )
-            if len(prep.slices) > 1:
-                ops.put_continuations(sid, msg["id"], prep.slices[1:])
-            if prep.hashes:
-                ops.add_refs(sid, msg["id"], prep.hashes)
+            self._write_row(ops, prep, seq, parent, created_at, parent is not None
+                            and parent == tail_id)
             self._index(ops, msg, replace=False)
             if verbatim:
                 ops.bump_epoch(sid)
             return True
+
+    def _write_row(
+        self, ops: Ops, prep: Prepared, seq: int, parent: str | None, created_at: int,
+        chained: bool,
+    ) -> None:
+        """The rows of one new message: payloads, the message row, continuations, references
+        (the search index is the caller's). Shared by :meth:`insert` and :meth:`insert_batch`."""
+        sid, msg = self._sid, prep.message
+        for p in prep.payloads:
+            ops.store_payload(p.hash, p.data, p.media_type)
+        ops.insert_message(
+            NewRow(  # positional: this runs on every append
+                sid, msg["id"], seq, parent, msg["role"], prep.slices[0],
+                len(prep.slices) - 1, prep.estimate, created_at,
+                self._stored_bytes(ops, prep), chained,
+            )
+        )
+        if len(prep.slices) > 1:
+            ops.put_continuations(sid, msg["id"], prep.slices[1:])
+        if prep.hashes:
+            ops.add_refs(sid, msg["id"], prep.hashes)
+
+    def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool) -> list[bool]:
+        """Insert new rows in order, in one transaction; for each, True when it was inserted
+        (False: its id was already stored, or came earlier in ``rows``).
+
+        Each row's parent follows :meth:`insert`'s rules: UNSET is the newest row at that
+        point of the batch (the tail), ``verbatim`` takes the parent as given, otherwise an id
+        unknown in the session makes a new root. One probe of the ids and one of the tail
+        serve the whole batch; the search index gets one call.
+        """
+        sid = self._sid
+        with self._backend.write(sid) as ops:
+            ids = list(dict.fromkeys(r.prep.message["id"] for r in rows))
+            present = set(ops.seqs_of(sid, ids))
+            tail = ops.tail(sid)
+            tail_id, seq = (None, 0) if tail is None else tail
+            out: list[bool] = []
+            written: list[Message] = []
+            for prep, parent_id, created_at in rows:
+                mid = prep.message["id"]
+                if mid in present:
+                    out.append(False)
+                    continue
+                parent: str | None
+                if isinstance(parent_id, Unset):
+                    parent = tail_id
+                elif verbatim:
+                    parent = parent_id
+                elif not parent_id:
+                    parent = None
+                else:
+                    known = parent_id == tail_id or parent_id in present or (
+                        ops.row_meta(sid, parent_id) is not None)
+                    parent = parent_id if known else None
+                seq += 1
+                self._write_row(ops, prep, seq, parent, created_at,
+                                parent is not None and parent == tail_id)
+                present.add(mid)
+                tail_id = mid
+                written.append(prep.message)
+                out.append(True)
+            if written:
+                self._index_many(ops, written)
+                if verbatim:
+                    ops.bump_epoch(sid)
+            return out
+
+    def _index_many(self, ops: Ops, messages: Sequence[Message]) -> None:
+        """Index new messages (if the full-text index exists), in one call."""
+        if not self._core.search_index.ready(ops):
+            return
+        entries = []
+        for message in messages:
+            text = codec.message_text(message)
+            if text:
+                entries.append((self._sid, message["id"], message["role"], text))
+        if entries:
+            ops.fts_insert(entries)
 
     def rewrite(self, prep: Prepared) -> Rewrite:
         """Write ``prep`` over its stored row (content only: parent, order and time stay)."""
