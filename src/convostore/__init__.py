@@ -20,7 +20,9 @@ from .aio import AsyncSession, AsyncSessions
 from .compaction import COMPACTION_PREFIX, create_compact_function, is_compaction_message
 from .errors import (
     BackendError,
+    BadDump,
     ConvostoreError,
+    DumpTooNew,
     InvalidArgument,
     InvalidArgumentType,
     InvalidMessage,
@@ -56,10 +58,12 @@ __all__ = [
     "AsyncSession",
     "AsyncSessions",
     "BackendError",
+    "BadDump",
     "COMPACTION_PREFIX",
     "ChangeEvent",
     "CompactResult",
     "ConvostoreError",
+    "DumpTooNew",
     "ImportItem",
     "InvalidArgument",
     "InvalidArgumentType",
