@@ -121,7 +121,8 @@ class Restorer:
                 raise BadDump(number, str(exc)) from exc
         if not header:
             raise BadDump(max(number, 1), "empty: not a convostore dump")
-        if not end:
+        if not end:  # the records read are whole: keep them, a second run finishes
+            self._flush(number)
             raise BadDump(number, "the dump ends before its end record (truncated?)")
         return DumpCounts(**self._counts)
 
