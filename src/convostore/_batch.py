@@ -11,6 +11,7 @@ emits one change event per message, in order, after the commit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +49,24 @@ def naming(name: str, index: int) -> Iterator[None]:
         raise type(exc)(f"{where}.{exc.field}", exc.problem) from exc
     except (InvalidArgument, InvalidArgumentType) as exc:
         raise type(exc)(f"{where}.{exc.argument}", exc.problem) from exc
+
+
+_PLACE = re.compile(r"messages\[(\d+)\]\.(.+)\Z", re.DOTALL)
+
+
+def located(exc: BaseException) -> tuple[int, Exception] | None:
+    """Undo :func:`naming`: (the item's index, the error as the single-message call raises it),
+    or None for an error that names no item of a batch."""
+    if isinstance(exc, (InvalidMessage, InvalidMessageType)):
+        name = exc.field
+    elif isinstance(exc, (InvalidArgument, InvalidArgumentType)):
+        name = exc.argument
+    else:
+        return None
+    match = _PLACE.match(name)
+    if match is None:
+        return None
+    return int(match.group(1)), type(exc)(match.group(2), exc.problem)
 
 
 @dataclass
@@ -163,5 +182,5 @@ def import_events(
             yield ChangeEvent("import", session_id, message=message, parent_id=parent)
 
 
-__all__ = ["Plan", "append_events", "import_events", "listed", "naming",
+__all__ = ["Plan", "append_events", "import_events", "listed", "located", "naming",
            "plan_append", "plan_import"]
