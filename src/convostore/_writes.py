@@ -199,20 +199,22 @@ class Writer:
 
     def _write_row(
         self, ops: Ops, prep: Prepared, seq: int, parent: str | None, created_at: int,
-        chained: bool,
+        chained: bool, batch: list[NewRow] | None = None,
     ) -> None:
         """The rows of one new message: payloads, the message row, continuations, references
-        (the search index is the caller's). Shared by :meth:`insert` and :meth:`insert_batch`."""
+        (the search index is the caller's). Shared by :meth:`insert` and :meth:`insert_batch`,
+        which passes ``batch`` to collect the message rows and send them at once."""
         sid, msg = self._sid, prep.message
         for p in prep.payloads:
             ops.store_payload(p.hash, p.data, p.media_type)
-        ops.insert_message(
-            NewRow(  # positional: this runs on every append
-                sid, msg["id"], seq, parent, msg["role"], prep.slices[0],
-                len(prep.slices) - 1, prep.estimate, created_at,
-                self._stored_bytes(ops, prep), chained,
-            )
+        row = NewRow(  # positional: this runs on every append
+            sid, msg["id"], seq, parent, msg["role"], prep.slices[0], len(prep.slices) - 1,
+            prep.estimate, created_at, self._stored_bytes(ops, prep), chained,
         )
+        if batch is None:
+            ops.insert_message(row)
+        else:
+            batch.append(row)
         if len(prep.slices) > 1:
             ops.put_continuations(sid, msg["id"], prep.slices[1:])
         if prep.hashes:
@@ -235,6 +237,7 @@ class Writer:
             tail_id, seq = (None, 0) if tail is None else tail
             out: list[bool] = []
             written: list[Message] = []
+            batch: list[NewRow] = []
             for prep, parent_id, created_at in rows:
                 mid = prep.message["id"]
                 if mid in present:
@@ -253,12 +256,13 @@ class Writer:
                     parent = parent_id if known else None
                 seq += 1
                 self._write_row(ops, prep, seq, parent, created_at,
-                                parent is not None and parent == tail_id)
+                                parent is not None and parent == tail_id, batch)
                 present.add(mid)
                 tail_id = mid
                 written.append(prep.message)
                 out.append(True)
             if written:
+                ops.insert_messages(batch)
                 self._index_many(ops, written)
                 if verbatim:
                     ops.bump_epoch(sid)

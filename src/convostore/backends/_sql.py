@@ -476,6 +476,15 @@ class SqlOps(RegistryOps, DumpOps):
             ),
         )
 
+    def insert_messages(self, rows: Sequence[NewRow]) -> None:
+        """:meth:`insert_message` of several rows, sent as one batch (a batch write)."""
+        self._many(
+            f"INSERT INTO {MESSAGES} (session_id, id, seq, parent_id, role, content_chunks, "
+            "token_estimate, created_at, bytes, chained, content) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(r.session_id, r.id, r.seq, r.parent_id, r.role, r.content_chunks,
+              r.token_estimate, r.created_at, r.bytes, int(r.chained), r.content) for r in rows],
+        )
+
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,
         token_estimate: int, bytes: int,

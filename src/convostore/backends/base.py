@@ -267,6 +267,7 @@ class Ops(Protocol):
 
     # -- writes --------------------------------------------------------------------------------
     def insert_message(self, row: NewRow) -> None: ...
+    def insert_messages(self, rows: Sequence[NewRow]) -> None: ...
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,
         token_estimate: int, bytes: int,
