@@ -36,7 +36,7 @@ import tempfile
 import time
 from typing import Any
 
-from _common import MiB, MessageGen, Report, fmt_bytes, gc_off, machine_line, peak_memory, progress
+from _common import MessageGen, MiB, Report, fmt_bytes, gc_off, machine_line, peak_memory, progress
 
 from convostore import ImportItem, Sessions
 from convostore.dump import dump, restore
