@@ -166,6 +166,15 @@ def test_migrate_copies_the_store_and_runs_again_harmlessly(
         1, "", f"convostore: error: no convostore data at {missing}\n")
 
 
+def test_dump_of_a_missing_store_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.db"
+    assert run(["dump", str(missing)], capsys) == (
+        1, "", f"convostore: error: no convostore data at {missing}\n")
+    assert not missing.exists()
+
+
 # --- import in batches ----------------------------------------------------------------------
 
 
