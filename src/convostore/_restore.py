@@ -33,7 +33,7 @@ from ._dump_format import (
     WINDOW_ROWS,
     DumpCounts,
 )
-from ._writes import BatchRow, Prepared, Writer, stored_compaction
+from ._writes import BatchRow, Writer, stored_compaction
 from .backends._registry import REGISTRY_COLUMNS
 from .backends.base import CompactionRow
 from .errors import (
@@ -298,13 +298,10 @@ class Restorer:
             if message["id"] in present:
                 self._counts["present"] += 1
                 continue
-            try:
-                prep = writer.prepare(message, "server", sanitize=False)
+            try:  # the dumped estimate: the source's counter, and media it counted inline
+                prep = writer.prepare(message, "server", sanitize=False, estimate=tokens)
             except ConvostoreError as exc:
                 raise BadDump(number, str(exc)) from exc
-            # the dumped estimate: the source's counter, and media it counted inline
-            prep = Prepared(prep.message, prep.slices, prep.content_bytes, prep.payloads,
-                            prep.hashes, tokens)
             rows.append(BatchRow(prep, parent, created))
             messages.append((message, parent))
         if not rows:

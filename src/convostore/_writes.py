@@ -115,8 +115,15 @@ class Writer:
         self._backend = core.backend
         self._sid = session_id
 
-    def prepare(self, message: Message, source: Source, *, sanitize: bool = True) -> Prepared:
-        """Everything a write needs, computed before the transaction opens."""
+    def prepare(
+        self, message: Message, source: Source, *, sanitize: bool = True,
+        estimate: int | None = None,
+    ) -> Prepared:
+        """Everything a write needs, computed before the transaction opens.
+
+        :param estimate: the row's token estimate when it is already known (a restore keeps
+            the dumped one); otherwise it is computed here.
+        """
         if sanitize:
             if source not in _SOURCES:
                 raise InvalidArgument("source", f"must be 'server' or 'client', not {source!r}")
@@ -143,7 +150,8 @@ class Writer:
             content_bytes=codec.utf8_len(text),
             payloads=payloads,
             hashes=hashes,
-            estimate=estimate_row_tokens(message, self._core.token_counter, encoded),
+            estimate=estimate_row_tokens(message, self._core.token_counter, encoded)
+            if estimate is None else estimate,
         )
 
     def _stored_bytes(self, ops: Ops, prep: Prepared) -> int:
