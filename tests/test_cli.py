@@ -413,8 +413,8 @@ def test_import_reports_the_bad_line(
     path = str(tmp_path / "b.db")
     assert run(["import", path, "s", str(dump)], capsys) == (
         1, "", f"convostore: error: {dump} {problem}\n")
-    with Sessions.open(path) as store:  # lines before the bad one are kept (import is idempotent)
-        assert ids(store.session("s").get_history()) == ["a"]
+    with Sessions.open(path) as store:  # all or nothing per batch: the good line is not kept
+        assert ids(store.session("s").get_history()) == []
 
 
 def test_import_of_a_missing_file_creates_no_database(
@@ -840,7 +840,7 @@ def test_cli_reference_is_current_and_complete() -> None:
     assert docs == gen.render(), "docs/cli.md is stale: run python tools/gen_cli_docs.py"
     commands = gen.commands(build_parser())
     assert list(commands) == ["demo", "ls", "show", "search", "export", "import", "index",
-                             "stats", "rm", "prune", "serve"]
+                             "stats", "rm", "prune", "dump", "restore", "migrate", "serve"]
     for name, parser in commands.items():
         assert f"## `convostore {name}`" in docs
         assert parser.description, f"{name} has no description"

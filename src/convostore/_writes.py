@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import codec
 from ._core import StoreCore
@@ -25,6 +25,9 @@ from .backends.base import CompactionRow, NewRow, Ops
 from .errors import InvalidArgument, InvalidMessage
 from .model import Message, Source, StoredCompaction, Unset
 from .tokens import estimate_row_tokens
+
+if TYPE_CHECKING:
+    from ._changes import Logged
 
 _SOURCES: tuple[Source, ...] = ("server", "client")
 
@@ -88,6 +91,15 @@ class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a fro
     estimate: int
 
 
+class BatchRow(NamedTuple):
+    """One message of :meth:`Writer.insert_batch`: prepared, with its parent and time."""
+
+    prep: Prepared
+    parent_id: str | None | Unset
+    """As for :meth:`Writer.insert`: UNSET is the newest row (the previous one of the batch)."""
+    created_at: int
+
+
 class Rewrite(enum.Enum):
     """The outcome of :meth:`Writer.rewrite`."""
 
@@ -107,8 +119,15 @@ class Writer:
         self._backend = core.backend
         self._sid = session_id
 
-    def prepare(self, message: Message, source: Source, *, sanitize: bool = True) -> Prepared:
-        """Everything a write needs, computed before the transaction opens."""
+    def prepare(
+        self, message: Message, source: Source, *, sanitize: bool = True,
+        estimate: int | None = None,
+    ) -> Prepared:
+        """Everything a write needs, computed before the transaction opens.
+
+        :param estimate: the row's token estimate when it is already known (a restore keeps
+            the dumped one); otherwise it is computed here.
+        """
         if sanitize:
             if source not in _SOURCES:
                 raise InvalidArgument("source", f"must be 'server' or 'client', not {source!r}")
@@ -135,7 +154,8 @@ class Writer:
             content_bytes=codec.utf8_len(text),
             payloads=payloads,
             hashes=hashes,
-            estimate=estimate_row_tokens(message, self._core.token_counter, encoded),
+            estimate=estimate_row_tokens(message, self._core.token_counter, encoded)
+            if estimate is None else estimate,
         )
 
     def _stored_bytes(self, ops: Ops, prep: Prepared) -> int:
@@ -183,19 +203,8 @@ class Writer:
                 # the tail is known to exist: integrations name it on every append
                 known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
                 parent = parent_id if known else None
-            for p in prep.payloads:
-                ops.store_payload(p.hash, p.data, p.media_type)
-            ops.insert_message(
-                NewRow(  # positional: this runs on every append
-                    sid, msg["id"], seq, parent, msg["role"], prep.slices[0],
-                    len(prep.slices) - 1, prep.estimate, created_at,
-                    self._stored_bytes(ops, prep), parent is not None and parent == tail_id,
-                )
-            )
-            if len(prep.slices) > 1:
-                ops.put_continuations(sid, msg["id"], prep.slices[1:])
-            if prep.hashes:
-                ops.add_refs(sid, msg["id"], prep.hashes)
+            self._write_row(ops, prep, seq, parent, created_at, parent is not None
+                            and parent == tail_id)
             self._index(ops, msg, replace=False)
             if verbatim:
                 ops.bump_epoch(sid)
@@ -204,6 +213,94 @@ class Writer:
                 parent_id=parent, leaf_id=msg["id"],  # the new row is the newest
             )
         return logged.committed()
+
+    def _write_row(
+        self, ops: Ops, prep: Prepared, seq: int, parent: str | None, created_at: int,
+        chained: bool, batch: list[NewRow] | None = None,
+    ) -> None:
+        """The rows of one new message: payloads, the message row, continuations, references
+        (the search index is the caller's). Shared by :meth:`insert` and :meth:`insert_batch`,
+        which passes ``batch`` to collect the message rows and send them at once."""
+        sid, msg = self._sid, prep.message
+        for p in prep.payloads:
+            ops.store_payload(p.hash, p.data, p.media_type)
+        row = NewRow(  # positional: this runs on every append
+            sid, msg["id"], seq, parent, msg["role"], prep.slices[0], len(prep.slices) - 1,
+            prep.estimate, created_at, self._stored_bytes(ops, prep), chained,
+        )
+        if batch is None:
+            ops.insert_message(row)
+        else:
+            batch.append(row)
+        if len(prep.slices) > 1:
+            ops.put_continuations(sid, msg["id"], prep.slices[1:])
+        if prep.hashes:
+            ops.add_refs(sid, msg["id"], prep.hashes)
+
+    def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool) -> list[int | None]:
+        """Insert new rows in order, in one transaction; for each, its change-log position
+        when it was inserted, None when it was not (its id was already stored, or came earlier
+        in ``rows``).
+
+        Each row's parent follows :meth:`insert`'s rules: UNSET is the active leaf at that
+        point of the batch (the chosen leaf or the newest row, then the row written before it),
+        ``verbatim`` takes the parent as given, otherwise an id unknown in the session makes a
+        new root. One probe of the ids and one of the leaf serve the whole batch; the search
+        index gets one call; the change log one entry per row written.
+        """
+        sid = self._sid
+        with self._backend.write(sid) as ops:
+            ids = list(dict.fromkeys(r.prep.message["id"] for r in rows))
+            present = set(ops.seqs_of(sid, ids))
+            _, tail_id, seq, chosen = ops.leaf_probe(sid, ids[0] if ids else "")
+            leaf = chosen or tail_id
+            logged: list[Logged | None] = []
+            written: list[Message] = []
+            batch: list[NewRow] = []
+            for prep, parent_id, created_at in rows:
+                mid = prep.message["id"]
+                if mid in present:
+                    logged.append(None)
+                    continue
+                parent: str | None
+                if isinstance(parent_id, Unset):
+                    parent = leaf
+                elif verbatim:
+                    parent = parent_id
+                elif not parent_id:
+                    parent = None
+                else:
+                    known = parent_id == tail_id or parent_id in present or (
+                        ops.row_meta(sid, parent_id) is not None)
+                    parent = parent_id if known else None
+                seq += 1
+                self._write_row(ops, prep, seq, parent, created_at,
+                                parent is not None and parent == tail_id, batch)
+                present.add(mid)
+                tail_id = leaf = mid
+                written.append(prep.message)
+                logged.append(self._core.changes.log(
+                    ops, "import" if verbatim else "append", sid, message_id=mid,
+                    parent_id=parent, leaf_id=mid,
+                ))
+            if written:
+                ops.insert_messages(batch)
+                self._index_many(ops, written)
+                if verbatim:
+                    ops.bump_epoch(sid)
+        return [None if entry is None else entry.committed() for entry in logged]
+
+    def _index_many(self, ops: Ops, messages: Sequence[Message]) -> None:
+        """Index new messages (if the full-text index exists), in one call."""
+        if not self._core.search_index.ready(ops):
+            return
+        entries = []
+        for message in messages:
+            text = codec.message_text(message)
+            if text:
+                entries.append((self._sid, message["id"], message["role"], text))
+        if entries:
+            ops.fts_insert(entries)
 
     def rewrite(self, prep: Prepared) -> tuple[Rewrite, int | None]:
         """Write ``prep`` over its stored row (content only: parent, order and time stay);

@@ -75,6 +75,7 @@ from .model import (
     AppendResult,
     Change,
     CompactResult,
+    ImportItem,
     Message,
     RecentHistory,
     RowStat,
@@ -481,6 +482,26 @@ class AsyncSession:
         """Async twin of :meth:`Session.import_message`."""
         return await self._call(
             self._session.import_message, message, parent_id=parent_id, created_at=created_at
+        )
+
+    async def append_messages(
+        self, messages: Iterable[Message], parent_id: str | None | Unset = UNSET, *,
+        source: Source = "server",
+    ) -> list[AppendResult]:
+        """Async twin of :meth:`Session.append_messages`."""
+        return await self._call(self._session.append_messages, messages, parent_id,
+                                source=source)
+
+    async def import_messages(
+        self,
+        messages: Iterable[Message | ImportItem],
+        *,
+        parent_id: str | None = None,
+        created_at: int | None = None,
+    ) -> list[AppendResult]:
+        """Async twin of :meth:`Session.import_messages`."""
+        return await self._call(
+            self._session.import_messages, messages, parent_id=parent_id, created_at=created_at
         )
 
     async def delete_messages(self, ids: Sequence[str]) -> None:

@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import io
 import os
 import shlex
 import struct
 import sys
-import time
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import __version__, _cli_serve, codec
+from . import __version__, _cli_data, _cli_json, _cli_serve, codec
+from ._cli_base import CliError as _CliError
+from ._cli_base import arg as _arg
+from ._cli_base import check_leaf as _check_leaf
+from ._cli_base import find_session as _session
+from ._cli_base import open_store as _open
 from ._cli_life import add_ls, add_retention
 from ._cli_text import Output as _Output
 from ._cli_text import clip as _clip
@@ -36,7 +39,7 @@ from ._cli_text import sid as _sid
 from ._cli_text import size as _size
 from ._cli_text import visible as _visible
 from ._limits import MAX_TIMESTAMP_MS
-from .backends._engines import display_url, has_store, local_file
+from .backends._engines import display_url, local_file
 from .compaction import create_compact_function, is_compaction_message
 from .errors import ConvostoreError
 from .model import Message, SearchResult
@@ -48,10 +51,6 @@ DEMO_PATH = "convostore-demo.db"
 DEMO_SESSION = "demo"
 MAX_LIMIT = 10_000
 """The most hits ``search --limit`` asks for."""
-
-
-class _CliError(Exception):
-    """A failure reported as one ``convostore: error: ...`` line and exit code 1."""
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -133,47 +132,6 @@ def _print_hits(out: _Output, hits: list[SearchResult]) -> None:
     )
 
 
-# --- opening --------------------------------------------------------------------------------
-
-
-def _open(url: str, *, create: bool = False) -> Sessions:
-    """Open a store; without ``create`` (the read-only commands), a database that holds no
-    store is an error and is left as it was: no file created, no table created."""
-    if not create and not has_store(url):
-        raise _CliError(f"no convostore data at {display_url(url)}")
-    return Sessions.open(url)
-
-
-def _arg(value: str, name: str) -> str:
-    """An id given on the command line; one that is not valid UTF-8 (read from the command
-    line as lone surrogates) can name nothing stored, and is refused naming ``name``."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _CliError(f"{name} is not valid UTF-8: {value}") from None  # main escapes it
-    return value
-
-
-def _session(store: Sessions, url: str, session_id: str | None) -> tuple[Session, int]:
-    """The handle of an existing session and its message count.
-
-    :param session_id: None → the default session ``""``, or the only session of the database.
-    """
-    counts = {s.session_id: s.messages for s in store.list_sessions()}
-    if session_id is None:
-        if not counts:
-            raise _CliError(f"no sessions in {display_url(url)}")
-        session_id = "" if "" in counts or len(counts) > 1 else next(iter(counts))
-    if session_id not in counts:
-        raise _CliError(f"no session {_sid(session_id)} in {display_url(url)}")
-    return store.session(session_id), counts[session_id]
-
-
-def _check_leaf(session: Session, leaf_id: str | None) -> None:
-    if leaf_id is not None and session.get_message(_arg(leaf_id, "--leaf")) is None:
-        raise _CliError(f"no message {leaf_id!r} in session {_sid(session.session_id)}")
-
-
 # --- commands -------------------------------------------------------------------------------
 
 
@@ -181,7 +139,9 @@ def _cmd_show(args: argparse.Namespace, out: _Output) -> None:
     with _open(args.db) as store:
         session, total = _session(store, args.db, args.session)
         _check_leaf(session, args.leaf)
-        if args.tree:
+        if args.json:
+            _cli_json.show(out.stream, session, args.leaf, args.tree)
+        elif args.tree:
             _print_tree(out, session, total, args.leaf)
         else:
             _print_history(out, session.history(leaf_id=args.leaf))
@@ -197,25 +157,18 @@ def _cmd_search(args: argparse.Namespace, out: _Output) -> None:
         else:
             session, _ = _session(store, args.db, args.session)
             hits = session.search(args.query, limit=args.limit)
-    _print_hits(out, hits)
-
-
-def _cmd_index(args: argparse.Namespace, out: _Output) -> None:
-    shown = [0.0]
-
-    def progress(done: int, total: int) -> None:  # a line a second at most, on stderr
-        if time.monotonic() - shown[0] >= 1 or done >= total:
-            shown[0] = time.monotonic()
-            print(f"indexed {done:,} of {total:,} messages", file=sys.stderr, flush=True)
-
-    with _open(args.db) as store:
-        done = store.build_search_index(progress)
-    out.line(f"search index complete ({done:,} messages indexed now)")
+    if args.json:
+        _cli_json.search(out.stream, hits)
+    else:
+        _print_hits(out, hits)
 
 
 def _cmd_stats(args: argparse.Namespace, out: _Output) -> None:
     with _open(args.db) as store:
-        _print_stats(out, store)
+        if args.json:
+            _cli_json.stats(out.stream, store.storage_stats())
+        else:
+            _print_stats(out, store)
 
 
 def _cmd_export(args: argparse.Namespace, out: _Output) -> None:
@@ -226,49 +179,6 @@ def _cmd_export(args: argparse.Namespace, out: _Output) -> None:
         for message in session.history(leaf_id=args.leaf):
             out.stream.write(codec.dumps({"parent_id": parent, "message": message}) + "\n")
             parent = message["id"]
-
-
-def _cmd_import(args: argparse.Namespace, out: _Output) -> None:
-    name = "stdin" if args.file == "-" else args.file
-    try:
-        stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise _CliError(f"cannot read {args.file}: {exc.strerror}") from exc
-    added = present = 0
-    _arg(args.session, "SESSION")
-    owned = contextlib.nullcontext() if stream is sys.stdin else stream  # never close stdin
-    with owned, _open(args.db, create=True) as store:
-        session = store.session(args.session)
-        previous: str | None = None
-        for number, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = codec.loads(line)
-            except ValueError as exc:  # codec.loads parses any depth: no RecursionError
-                raise _CliError(f"{name} line {number}: not valid JSON ({exc})") from exc
-            if not isinstance(entry, dict) or not isinstance(entry.get("message"), dict):
-                raise _CliError(f'{name} line {number}: expected {{"parent_id": ..., '
-                                f'"message": {{...}}}}')
-            parent = entry.get("parent_id", previous)
-            created = entry.get("created_at")
-            if parent is not None and not isinstance(parent, str):
-                raise _CliError(f"{name} line {number}: parent_id must be a string or null")
-            # JSON times are whole milliseconds: the CLI refuses a float or a boolean, which
-            # the library would take; import_message checks the range.
-            if created is not None and (isinstance(created, bool) or not isinstance(created, int)):
-                raise _CliError(f"{name} line {number}: created_at must be epoch milliseconds "
-                                f"from 0 to {MAX_TIMESTAMP_MS} (year 9999)")
-            try:
-                result = session.import_message(entry["message"], parent_id=parent,
-                                                created_at=created)
-            except (ConvostoreError, ValueError, OverflowError) as exc:
-                raise _CliError(f"{name} line {number}: {_problem(exc)}") from exc
-            added += result.inserted
-            present += not result.inserted
-            previous = result.message["id"]
-    out.line(f"imported {added} messages into session {_sid(args.session)}"
-             + (f" ({present} were already there)" if present else ""))
 
 
 # --- the demo -------------------------------------------------------------------------------
@@ -472,8 +382,10 @@ Each non-blank line is {{"parent_id": ..., "message": {{...}}}} as `convostore
 export` writes it. Without a "parent_id" key the parent is the previous
 line's message; an optional "created_at" (epoch milliseconds, from 0 to
 {MAX_TIMESTAMP_MS}, the end of year 9999) keeps the original time. Messages
-are stored verbatim (import_message); ids already in the session are
-skipped, so an interrupted import can be run again."""
+are stored verbatim (import_messages), a few hundred lines per transaction:
+a bad line stops the import naming it, and nothing of its batch is stored.
+Ids already in the session are skipped, so an interrupted import can be run
+again. A progress bar shows on stderr when it is a terminal."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -516,6 +428,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("session", metavar="SESSION", nargs="?",
                       help='session id (default: the default session "", or the only one)')
     show.add_argument("--tree", action="store_true", help="draw the whole tree of the session")
+    show.add_argument("--json", action="store_true",
+                      help='print {"session", "leaf_id", "messages": [...]} (the history as '
+                           'read); with --tree, {"session", "active_leaf", "compactions", '
+                           '"messages": [{"parent_id", "message"}, ...]}, every message')
     search = command("search", _cmd_search, "full-text search of message text",
                      "Full-text search of text parts, best match first (the index is built on\n"
                      "first use).", [db])
@@ -523,22 +439,29 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--session", metavar="ID", help="search this session only")
     search.add_argument("--limit", metavar="N", type=int, default=20,
                         help="most hits to print (default: 20)")
+    search.add_argument("--json", action="store_true",
+                        help="print a JSON array of hits, best first: session_id, id, role, "
+                             "content, created_at")
     export = command("export", _cmd_export, "write a session as JSON Lines to stdout",
                      "Write a session's history to stdout, one message per line.", [db, leaf],
                      epilog=_EXPORT_FORMAT)
     export.add_argument("session", metavar="SESSION", help="session id")
-    imp = command("import", _cmd_import, "read JSON Lines into a session",
+    imp = command("import", _cli_data.cmd_import, "read JSON Lines into a session",
                   "Import messages written by `convostore export` into a session (the\n"
                   "database is created if missing).", [db], epilog=_IMPORT_FORMAT)
     imp.add_argument("session", metavar="SESSION", help="session id to import into")
     imp.add_argument("file", metavar="FILE", help="JSON Lines file, or - for stdin")
-    command("index", _cmd_index, "build the full-text index ahead of the first search",
-            "Build the search index now, in short steps that let writers in, with progress\n"
-            "on stderr; an interrupted build resumes where it stopped.", [db])
+    command("index", _cli_data.cmd_index, "build the full-text index ahead of the first search",
+            "Build the search index now, in short steps that let writers in, with a\n"
+            "progress bar on stderr when it is a terminal; an interrupted build resumes\n"
+            "where it stopped.", [db])
     command("stats", _cmd_stats, "print storage figures",
             "Print counts and sizes of everything stored: sessions, messages, continuation\n"
-            "rows, compactions, attachments.", [db])
+            "rows, compactions, attachments.", [db]).add_argument(
+                "--json", action="store_true",
+                help="print one JSON object: the figures by name (sessions, messages, ...)")
     add_retention(command, db, _open)  # rm, prune: _cli_life.py
+    _cli_data.register(command, db)  # dump, restore, migrate: _cli_data.py
     _cli_serve.add_arguments(command(
         "serve", lambda args, out: _cli_serve.run(args, out, _open), _cli_serve.SERVE_SUMMARY,
         _cli_serve.SERVE_DESCRIPTION, [db]))

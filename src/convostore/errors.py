@@ -14,6 +14,8 @@ Every error derives from :class:`ConvostoreError`, so one ``except`` catches the
     ├── NoCompactionFunction             compact() before on_compaction()
     ├── UnreadableMessage                a stored row that cannot be decoded; names the message
     ├── CursorExpired                    a change-log cursor older than what the log keeps
+    ├── BadDump(ValueError)              a dump that is truncated or corrupt; .line names where
+    ├── DumpTooNew                       a dump written in a newer format than this one reads
     └── BackendError                     an engine failure; the driver's exception is __cause__
 
 Validation happens before any transaction opens, so a rejected write leaves nothing behind.
@@ -157,3 +159,31 @@ class CursorExpired(ConvostoreError):
 
 class BackendError(ConvostoreError):
     """The storage engine failed; the driver's exception is ``__cause__``."""
+
+
+class BadDump(ConvostoreError, ValueError):
+    """A dump being restored is truncated or corrupt (:mod:`convostore.dump`).
+
+    ``line`` is the line number (from 1) of the first broken record; nothing of that record
+    was written.
+    """
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(line, problem)
+        self.line, self.problem = line, problem
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.problem}"
+
+
+class DumpTooNew(ConvostoreError):
+    """A dump was written in a newer format version than this convostore reads; nothing was
+    restored."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(found, supported)
+        self.found, self.supported = found, supported
+
+    def __str__(self) -> str:
+        return (f"dump format version {self.found} is newer than this convostore reads "
+                f"({self.supported}); upgrade convostore to restore it")

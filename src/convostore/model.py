@@ -215,3 +215,16 @@ class Unset(enum.Enum):
 
 UNSET: Final = Unset.UNSET
 """Default of ``parent_id``: attach to the active leaf. ``None`` means a new root."""
+
+
+@dataclass(frozen=True)
+class ImportItem:
+    """One entry of :meth:`Session.import_messages <convostore.Session.import_messages>` that
+    names its own parent or time (a plain message takes the previous one's id and the call's
+    ``created_at``)."""
+
+    message: Message
+    parent_id: str | None | Unset = UNSET
+    """The stored parent, as given (None: a root); UNSET: the previous entry's message."""
+    created_at: int | None = None
+    """Epoch milliseconds; None: the call's ``created_at`` (default: now)."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _directory, _limits, codec
+from . import _batch, _directory, _limits, codec
 from ._core import StoreCore
 from ._directory import Duration, Moment
 from ._estimate import PathTotals
@@ -38,6 +38,7 @@ from .model import (
     AppendResult,
     ChangeEvent,
     CompactResult,
+    ImportItem,
     Message,
     RecentHistory,
     RowStat,
@@ -254,6 +255,64 @@ class Session:
             self._emit(ChangeEvent("import", self.session_id, message=msg, parent_id=parent_id,
                                    cursor=cursor))
         return AppendResult(True, msg)
+
+    def append_messages(
+        self, messages: Iterable[Message], parent_id: str | None | Unset = UNSET, *,
+        source: Source = "server",
+    ) -> list[AppendResult]:
+        """Store several messages as one chain, in one transaction (an agent turn at once).
+
+        The first message goes under ``parent_id`` (omitted: the active leaf; ``None``: a new
+        root; an id: a branch under it, an unknown one making a new root), each next one under
+        the message before it. Every rule of :meth:`append_message` holds per message: an id
+        already stored is not written again (its result has ``inserted`` False and the stored
+        message, and the next message still chains under it), ``source`` sanitises, media moves
+        out of line, an echoed ``compaction_`` overlay is skipped.
+
+        All or nothing: every message is checked and prepared before the transaction opens, so
+        a bad one (named as ``messages[i]...`` in the error) writes nothing, and a failure
+        during the write rolls the whole batch back. One ``append`` event per message, in
+        order, after the commit; auto-compaction is checked once.
+
+        :returns: one :class:`AppendResult` per message, in order.
+        """
+        plan = _batch.plan_append(self._writer, messages, parent_id, source, now_ms())
+        cursors = self._writer.insert_batch(plan.rows, verbatim=False) if plan.rows else []
+        inserted = [c is not None for c in cursors]
+        results = plan.results(inserted, self._stored_or)
+        if self._core.events.listened:
+            for event in _batch.append_events(self.session_id, plan, results, cursors):
+                self._emit(event)
+        if any(inserted):
+            self._after_insert()
+        return results
+
+    def import_messages(
+        self,
+        messages: Iterable[Message | ImportItem],
+        *,
+        parent_id: str | None = None,
+        created_at: int | None = None,
+    ) -> list[AppendResult]:
+        """Store historical messages verbatim, in order, in one transaction.
+
+        Each entry is a message, stored under the previous entry's message (the first under
+        ``parent_id``), or an :class:`~convostore.ImportItem` that names its own parent (stored
+        as given, unchecked) or time. ``created_at`` (epoch milliseconds, default now) applies
+        to entries without their own. As :meth:`import_message` does for one: no sanitising,
+        idempotent on the id (a duplicate writes nothing), media moved out of the row.
+
+        All or nothing on bad input (the error names ``messages[i]``); one ``import`` event per
+        inserted message, in order, after the commit.
+
+        :returns: one :class:`AppendResult` per entry, in order.
+        """
+        plan = _batch.plan_import(self._writer, messages, parent_id, created_at, now_ms())
+        cursors = self._writer.insert_batch(plan.rows, verbatim=True) if plan.rows else []
+        if self._core.events.listened:
+            for event in _batch.import_events(self.session_id, plan, cursors):
+                self._emit(event)
+        return plan.results([c is not None for c in cursors], self._stored_or)
 
     def delete_messages(self, ids: Sequence[str]) -> None:
         """Delete messages; each surviving child is re-attached to its nearest kept ancestor.

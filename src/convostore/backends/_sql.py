@@ -16,6 +16,7 @@ from typing import Any, cast
 from ..codec import ROW_BUDGET
 from ._changes_sql import ChangeLogOps
 from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
+from ._dump_sql import DumpOps
 from ._legacy_sql import LegacySql
 from ._registry import RegistryOps
 from ._schema import (
@@ -72,7 +73,7 @@ _FTS_CURSOR = "fts_backfill_cursor"
 """The meta key of the search index's backfill cursor (present while a build is pending)."""
 
 
-class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps):
+class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the
@@ -486,6 +487,17 @@ class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps):
             ),
         )
         self.dir_note_insert(row.session_id, row.created_at, row.bytes)
+
+    def insert_messages(self, rows: Sequence[NewRow]) -> None:
+        """:meth:`insert_message` of several rows, sent as one batch (a batch write)."""
+        self._many(
+            f"INSERT INTO {MESSAGES} (session_id, id, seq, parent_id, role, content_chunks, "
+            "token_estimate, created_at, bytes, chained, content) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(r.session_id, r.id, r.seq, r.parent_id, r.role, r.content_chunks,
+              r.token_estimate, r.created_at, r.bytes, int(r.chained), r.content) for r in rows],
+        )
+        for r in rows:
+            self.dir_note_insert(r.session_id, r.created_at, r.bytes)
 
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,

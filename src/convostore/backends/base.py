@@ -320,6 +320,7 @@ class Ops(Protocol):
 
     # -- writes --------------------------------------------------------------------------------
     def insert_message(self, row: NewRow) -> None: ...
+    def insert_messages(self, rows: Sequence[NewRow]) -> None: ...
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,
         token_estimate: int, bytes: int,
@@ -406,6 +407,12 @@ class Ops(Protocol):
         self, id: str, input_tokens: int, output_tokens: int, cost: float, now: int
     ) -> bool: ...
     def registry_delete(self, id: str) -> bool: ...
+
+    # -- whole-store dump (convostore.dump) -----------------------------------------------------
+    def dump_session_ids(self, after: str | None, limit: int) -> list[str]: ...
+    def dump_row_sizes(
+        self, session_id: str, after_seq: int, limit: int
+    ) -> list[tuple[int, int, int]]: ...
 
 
 class Backend(Protocol):

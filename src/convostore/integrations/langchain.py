@@ -137,11 +137,10 @@ class ConvostoreChatMessageHistory(BaseChatMessageHistory):
 
     def _write(self, messages: Sequence[BaseMessage]) -> None:
         stored = [to_stored(m) for m in messages]  # all converted before anything is written
-        for message in stored:
-            self._handle.append_message(message)
+        self._handle.append_messages(stored)  # one transaction, chained in order
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append messages in order (one transaction each)."""
+        """Append messages in order, in one transaction."""
         self._write(list(messages))
 
     def add_message(self, message: BaseMessage) -> None:
