@@ -478,8 +478,9 @@ def test_a_database_written_before_the_directory_migrates(
                 "updated_at BIGINT NOT NULL)")
         execute(ops, "INSERT INTO convostore_registry (id, name, model, input_tokens, "
                 "created_at, updated_at) VALUES ('reg-1', 'Old name', 'gpt', 7, 5, 6)")
+        # version 3, the last before the directory (later steps are idempotent: they rerun)
         execute(ops, "UPDATE convostore_meta SET value = ? WHERE key = 'schema_version'",
-                (str(SCHEMA_VERSION - 1),))
+                ("3",))
     store.close()
     store = open_store()
     assert [(s.session_id, s.messages, s.last_write) for s in store.list_sessions()] == [
