@@ -29,7 +29,6 @@ from convostore import (
     Sessions,
     SiblingPosition,
 )
-from convostore.backends._schema import SCHEMA_VERSION
 from convostore.context import Context
 from convostore.manager import SessionManager
 
@@ -258,7 +257,12 @@ def test_delete_session_leaves_nothing_of_it_in_any_table(store: Any) -> None:
     assert store.delete_session(sid) is True
 
     gone = [sid, *context_ids, "dm-1", "dm-2", "dm-3", "dm-4", "dm-5", "owner-9e8f"]
-    assert cells_holding(sync, gone) == {}
+    # The change log keeps ids, never content, of what happened, ending with the deletion
+    # (so a watcher learns of it); its retention trims them. No other table holds anything.
+    assert {k: v for k, v in cells_holding(sync, gone).items()
+            if not k.startswith("convostore_changes.")} == {}
+    last = store.changes(since=0)[-1]
+    assert (last.type, last.session_id, last.cursor) == ("delete_session", sid, events[0].cursor)
     assert cells_holding(sync, ["kept-1c2d"]) == before  # the other session is untouched
     assert keep.get_history() == [image("keep-img", PNG)]  # and its shared payload stays
     assert [(e.type, e.session_id) for e in events] == [("delete_session", sid)]

@@ -250,7 +250,8 @@ def delete_session(core: StoreCore, session_id: str) -> bool:
     with core.backend.write(None) as ops:  # it and its context sessions: every writer waits
         existed = bool(ops.dir_sizes([session_id])) or ops.tail(session_id) is not None
         _drop(core, ops, [session_id])
-    core.events.emit(ChangeEvent("delete_session", session_id))
+        logged = core.changes.log(ops, "delete_session", session_id, leaf_id=None)
+    core.events.emit(ChangeEvent("delete_session", session_id, cursor=logged.committed()))
     return existed
 
 
@@ -303,10 +304,12 @@ def prune(
             doomed = [sid for sid in chosen if sid in still]
             if doomed:
                 _drop(core, ops, doomed)
+            logged = [core.changes.log(ops, "delete_session", sid, leaf_id=None)
+                      for sid in doomed]
         batches += 1
         found += doomed
-        for sid in doomed:
-            core.events.emit(ChangeEvent("delete_session", sid))
+        for sid, entry in zip(doomed, logged, strict=True):
+            core.events.emit(ChangeEvent("delete_session", sid, cursor=entry.committed()))
         # Let writers that queued behind this batch in before the next one takes the lock.
         time.sleep(min(0.05, time.perf_counter() - started))
     return PruneResult(found, dry_run, batches)
@@ -324,7 +327,10 @@ def set_active_leaf(core: StoreCore, session_id: str, message_id: str) -> None:
                 "message_id", f"no message {message_id!r} in session {session_id!r}"
             )
         ops.dir_set_leaf(session_id, message_id)
-    core.events.emit(ChangeEvent("set_active_leaf", session_id, message_ids=[message_id]))
+        logged = core.changes.log(ops, "set_active_leaf", session_id, message_id=message_id,
+                                  leaf_id=message_id)
+    core.events.emit(ChangeEvent("set_active_leaf", session_id, message_ids=[message_id],
+                                 cursor=logged.committed()))
 
 
 def get_leaves(core: StoreCore, session_id: str) -> list[Message]:

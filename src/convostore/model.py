@@ -164,6 +164,10 @@ class Change:
     - ``compaction`` (:meth:`Session.add_compaction`), ``compact`` (:meth:`Session.compact`,
       by hand or automatic): ``compaction_id``, ``from_message_id``, ``to_message_id``
     - ``error`` (an automatic or manual compaction failed): ``error``, the exception as text
+    - ``delete_session`` (:meth:`Sessions.delete_session`, :meth:`Sessions.prune`): nothing
+      more; the session and everything of it are gone (its earlier entries stay in the log,
+      ids only, until the log's retention trims them)
+    - ``set_active_leaf``: ``message_id``, the chosen leaf (also ``leaf_id``)
 
     ``leaf_id`` is the session's newest message once the write committed (None when the
     session is empty); ``created_at`` the writer's clock, epoch milliseconds.

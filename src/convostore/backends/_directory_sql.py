@@ -26,6 +26,7 @@ from typing import Any
 
 from ._schema import (
     ATTACHMENT_REFS,
+    COMPACTION_LEASES,
     COMPACTIONS,
     DIRECTORY,
     MESSAGE_CHUNKS,
@@ -401,7 +402,7 @@ class DirectoryOps:
                 )
             )
             for table in (ATTACHMENT_REFS, MESSAGE_CHUNKS, MESSAGES, COMPACTIONS, SESSION_STATE,
-                          DIRECTORY):
+                          COMPACTION_LEASES, DIRECTORY):
                 self._run(f"DELETE FROM {table} WHERE session_id IN ({marks})", tuple(batch))
         return dropped
 
