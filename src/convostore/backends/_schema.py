@@ -14,6 +14,8 @@ shard by session:
 - :data:`SESSION_STATE`: a per-session epoch bumped by every write except a plain append, so
   derived values (the token estimate) can be memoised and checked cheaply.
 - :data:`META`: the schema version (see :mod:`._migrate`).
+- :data:`LG_CHECKPOINTS` / :data:`LG_BLOBS` / :data:`LG_WRITES`: the LangGraph checkpointer's
+  storage (:mod:`._checkpoint_sql`), keyed by the thread's storage session id.
 
 Each engine writes its own DDL for these (its types and collations differ) as migration data;
 the session registry's table lives in :mod:`._registry`, the search index with each engine.
@@ -21,7 +23,7 @@ the session registry's table lives in :mod:`._registry`, the search index with e
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema this version writes; opening an older database migrates it."""
 
 MESSAGES = "convostore_messages"
@@ -32,6 +34,14 @@ ATTACHMENT_CHUNKS = "convostore_attachment_chunks"
 ATTACHMENT_REFS = "convostore_attachment_refs"
 SESSION_STATE = "convostore_session_state"
 META = "convostore_meta"
+LG_CHECKPOINTS = "convostore_lg_checkpoints"
+"""LangGraph checkpoints (``integrations.langgraph``): one row per checkpoint, channel values
+apart; keyed by storage session id, namespace and checkpoint id."""
+LG_BLOBS = "convostore_lg_blobs"
+"""LangGraph channel values, one row per (channel, version): stored once, however many
+checkpoints share the version; a large value lives in the attachment tables by hash."""
+LG_WRITES = "convostore_lg_writes"
+"""LangGraph pending writes, keyed by checkpoint, task and index."""
 FTS = "convostore_fts"
 """The full-text index, created by the first search (behaviour.md §8.1: not on append); each
 engine builds it its own way."""

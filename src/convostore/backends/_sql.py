@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from ..codec import ROW_BUDGET
+from ._checkpoint_sql import CheckpointSql
 from ._legacy_sql import LegacySql
 from ._registry import RegistryOps
 from ._schema import (
@@ -64,7 +65,7 @@ _FTS_CURSOR = "fts_backfill_cursor"
 """The meta key of the search index's backfill cursor (present while a build is pending)."""
 
 
-class SqlOps(RegistryOps):
+class SqlOps(RegistryOps, CheckpointSql):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the

@@ -34,7 +34,15 @@ import re
 from pathlib import Path
 
 from ._migrate import Migrations
-from ._schema import ATTACHMENT_REFS, MESSAGES, META, SESSION_STATE
+from ._schema import (
+    ATTACHMENT_REFS,
+    LG_BLOBS,
+    LG_CHECKPOINTS,
+    LG_WRITES,
+    MESSAGES,
+    META,
+    SESSION_STATE,
+)
 from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
 
 SCHEMA_FILE = Path(__file__).with_name("postgres_schema.sql")
@@ -110,6 +118,43 @@ _STEPS: list[list[str]] = [
         "DROP INDEX IF EXISTS convostore_messages_parent",
         f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {MESSAGES} "
         "(session_id, parent_id) WHERE chained = 0",
+    ],
+    [
+        # The LangGraph checkpointer (integrations.langgraph); keys start with the session id.
+        f"""CREATE TABLE IF NOT EXISTS {LG_CHECKPOINTS} (
+            session_id TEXT COLLATE "C" NOT NULL,
+            checkpoint_ns TEXT COLLATE "C" NOT NULL,
+            checkpoint_id TEXT COLLATE "C" NOT NULL,
+            parent_checkpoint_id TEXT COLLATE "C",
+            run_id TEXT COLLATE "C",
+            type TEXT NOT NULL,
+            checkpoint BYTEA NOT NULL,
+            metadata BYTEA NOT NULL,
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_BLOBS} (
+            session_id TEXT COLLATE "C" NOT NULL,
+            checkpoint_ns TEXT COLLATE "C" NOT NULL,
+            channel TEXT COLLATE "C" NOT NULL,
+            version TEXT COLLATE "C" NOT NULL,
+            type TEXT NOT NULL,
+            data BYTEA,
+            hash TEXT COLLATE "C",
+            PRIMARY KEY (session_id, checkpoint_ns, channel, version)
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_WRITES} (
+            session_id TEXT COLLATE "C" NOT NULL,
+            checkpoint_ns TEXT COLLATE "C" NOT NULL,
+            checkpoint_id TEXT COLLATE "C" NOT NULL,
+            task_id TEXT COLLATE "C" NOT NULL,
+            idx INTEGER NOT NULL,
+            channel TEXT NOT NULL,
+            type TEXT NOT NULL,
+            data BYTEA,
+            hash TEXT COLLATE "C",
+            task_path TEXT COLLATE "C" NOT NULL DEFAULT '',
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        )""",
     ],
 ]
 

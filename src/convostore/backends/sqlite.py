@@ -19,7 +19,15 @@ import os
 
 from ..errors import InvalidURL
 from ._migrate import Migrations
-from ._schema import ATTACHMENT_REFS, MESSAGES, META, SESSION_STATE
+from ._schema import (
+    ATTACHMENT_REFS,
+    LG_BLOBS,
+    LG_CHECKPOINTS,
+    LG_WRITES,
+    MESSAGES,
+    META,
+    SESSION_STATE,
+)
 from .base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
 
 # Each step brings a database from the version before it to its own number (index + 1).
@@ -79,6 +87,26 @@ _STEPS: list[list[str]] = [
         "DROP INDEX IF EXISTS convostore_messages_parent",
         f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {MESSAGES} "
         "(session_id, parent_id) WHERE chained = 0",
+    ],
+    [
+        # The LangGraph checkpointer (integrations.langgraph); keys start with the session id.
+        f"""CREATE TABLE IF NOT EXISTS {LG_CHECKPOINTS} (
+            session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+            parent_checkpoint_id TEXT, run_id TEXT, type TEXT NOT NULL,
+            checkpoint BLOB NOT NULL, metadata BLOB NOT NULL,
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
+        ) WITHOUT ROWID""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_BLOBS} (
+            session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, channel TEXT NOT NULL,
+            version TEXT NOT NULL, type TEXT NOT NULL, data BLOB, hash TEXT,
+            PRIMARY KEY (session_id, checkpoint_ns, channel, version)
+        ) WITHOUT ROWID""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_WRITES} (
+            session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+            task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL,
+            type TEXT NOT NULL, data BLOB, hash TEXT, task_path TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        ) WITHOUT ROWID""",
     ],
 ]
 
