@@ -164,40 +164,49 @@ class Writer:
     ) -> bool:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
         given, unchecked). False, with nothing written, when the id already exists."""
+        with self._backend.write(self._sid) as ops:
+            return self.insert_in(ops, prep, parent_id, created_at, verbatim=verbatim)
+
+    def insert_in(
+        self, ops: Ops, prep: Prepared, parent_id: str | None | Unset, created_at: int, *,
+        verbatim: bool,
+    ) -> bool:
+        """:meth:`insert` inside a write scope the caller holds, which must serialise the
+        writers of this session (``backend.write(session_id)``): so another write of the
+        caller's commits with the message, or neither does."""
         sid, msg = self._sid, prep.message
-        with self._backend.write(sid) as ops:
-            exists, tail_id, max_seq = ops.append_probe(sid, msg["id"])
-            if exists:
-                return False
-            seq = max_seq + 1
-            parent: str | None
-            if isinstance(parent_id, Unset):
-                parent = tail_id
-            elif verbatim:
-                parent = parent_id
-            elif not parent_id:
-                parent = None
-            else:
-                # the tail is known to exist: integrations name it on every append
-                known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
-                parent = parent_id if known else None
-            for p in prep.payloads:
-                ops.store_payload(p.hash, p.data, p.media_type)
-            ops.insert_message(
-                NewRow(  # positional: this runs on every append
-                    sid, msg["id"], seq, parent, msg["role"], prep.slices[0],
-                    len(prep.slices) - 1, prep.estimate, created_at,
-                    self._stored_bytes(ops, prep), parent is not None and parent == tail_id,
-                )
+        exists, tail_id, max_seq = ops.append_probe(sid, msg["id"])
+        if exists:
+            return False
+        seq = max_seq + 1
+        parent: str | None
+        if isinstance(parent_id, Unset):
+            parent = tail_id
+        elif verbatim:
+            parent = parent_id
+        elif not parent_id:
+            parent = None
+        else:
+            # the tail is known to exist: integrations name it on every append
+            known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
+            parent = parent_id if known else None
+        for p in prep.payloads:
+            ops.store_payload(p.hash, p.data, p.media_type)
+        ops.insert_message(
+            NewRow(  # positional: this runs on every append
+                sid, msg["id"], seq, parent, msg["role"], prep.slices[0],
+                len(prep.slices) - 1, prep.estimate, created_at,
+                self._stored_bytes(ops, prep), parent is not None and parent == tail_id,
             )
-            if len(prep.slices) > 1:
-                ops.put_continuations(sid, msg["id"], prep.slices[1:])
-            if prep.hashes:
-                ops.add_refs(sid, msg["id"], prep.hashes)
-            self._index(ops, msg, replace=False)
-            if verbatim:
-                ops.bump_epoch(sid)
-            return True
+        )
+        if len(prep.slices) > 1:
+            ops.put_continuations(sid, msg["id"], prep.slices[1:])
+        if prep.hashes:
+            ops.add_refs(sid, msg["id"], prep.hashes)
+        self._index(ops, msg, replace=False)
+        if verbatim:
+            ops.bump_epoch(sid)
+        return True
 
     def rewrite(self, prep: Prepared) -> Rewrite:
         """Write ``prep`` over its stored row (content only: parent, order and time stay)."""

@@ -30,6 +30,8 @@ class CheckpointRow(NamedTuple):
     type: str
     checkpoint: bytes
     metadata: bytes
+    versions: str
+    """The checkpoint's channel versions as a JSON object of strings (channel → version)."""
 
 
 class ValueRow(NamedTuple):
@@ -49,13 +51,15 @@ class ValueRow(NamedTuple):
 
 
 _CP_COLS = (
-    "session_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
+    "session_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, "
+    "versions"
 )
 _PUT_CHECKPOINT = (
-    f"INSERT INTO {LG_CHECKPOINTS} ({_CP_COLS}, run_id) VALUES (?,?,?,?,?,?,?,?) "
+    f"INSERT INTO {LG_CHECKPOINTS} ({_CP_COLS}, run_id) VALUES (?,?,?,?,?,?,?,?,?) "
     "ON CONFLICT (session_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
     "parent_checkpoint_id = excluded.parent_checkpoint_id, type = excluded.type, "
-    "checkpoint = excluded.checkpoint, metadata = excluded.metadata, run_id = excluded.run_id"
+    "checkpoint = excluded.checkpoint, metadata = excluded.metadata, "
+    "versions = excluded.versions, run_id = excluded.run_id"
 )
 _PUT_BLOB = (
     f"INSERT INTO {LG_BLOBS} (session_id, checkpoint_ns, channel, version, type, data, hash) "
@@ -78,12 +82,26 @@ def _bytes(value: Any) -> bytes | None:
 
 
 def _checkpoint(row: Sequence[Any]) -> CheckpointRow:
-    return CheckpointRow(row[0], row[1], row[2], row[3], row[4], bytes(row[5]), bytes(row[6]))
+    return CheckpointRow(
+        row[0], row[1], row[2], row[3], row[4], bytes(row[5]), bytes(row[6]), row[7]
+    )
+
+
+class Loaded(NamedTuple):
+    """A checkpoint with its channel values and pending writes, as one read returns them."""
+
+    checkpoint: CheckpointRow
+    values: list[ValueRow]
+    writes: list[ValueRow]
 
 
 class CheckpointSql:
     """LangGraph checkpoint operations; the engine supplies ``_run``/``_one``/``_all``/``_many``
-    (see ``SqlOps``)."""
+    (see ``SqlOps``) and, if its SQL differs, :attr:`_LG_EACH`."""
+
+    _LG_EACH = "json_each(c.versions)"
+    """A table function of the rows ``(key, value)`` of the JSON object ``c.versions``
+    (SQLite's ``json_each``; PostgreSQL says ``jsonb_each_text(c.versions::jsonb)``)."""
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
@@ -159,7 +177,7 @@ class CheckpointSql:
         """Copy every row of storage session ``source`` to ``target`` (payload refs too)."""
         self._run(
             f"INSERT INTO {LG_CHECKPOINTS} ({_CP_COLS}, run_id) SELECT ?, checkpoint_ns, "
-            "checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, run_id "
+            "checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, versions, run_id "
             f"FROM {LG_CHECKPOINTS} WHERE session_id = ? ON CONFLICT DO NOTHING",
             (target, source),
         )
@@ -238,23 +256,45 @@ class CheckpointSql:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def lg_checkpoint(
+    def lg_get(
         self, session_id: str, checkpoint_ns: str, checkpoint_id: str | None
-    ) -> CheckpointRow | None:
-        """The checkpoint ``checkpoint_id``, or the namespace's latest when None."""
+    ) -> Loaded | None:
+        """The checkpoint ``checkpoint_id`` (the namespace's latest when None) with the values
+        of its channel versions and its pending writes, in one statement; None if absent."""
         if checkpoint_id is None:
-            row = self._one(
-                f"SELECT {_CP_COLS} FROM {LG_CHECKPOINTS} WHERE session_id = ? "
-                "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                (session_id, checkpoint_ns),
-            )
+            pick = "ORDER BY checkpoint_id DESC LIMIT 1"
+            params: tuple[Any, ...] = (session_id, checkpoint_ns)
         else:
-            row = self._one(
-                f"SELECT {_CP_COLS} FROM {LG_CHECKPOINTS} WHERE session_id = ? "
-                "AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (session_id, checkpoint_ns, checkpoint_id),
-            )
-        return None if row is None else _checkpoint(row)
+            pick = "AND checkpoint_id = ?"
+            params = (session_id, checkpoint_ns, checkpoint_id)
+        rows = self._all(
+            f"WITH c AS (SELECT {_CP_COLS} FROM {LG_CHECKPOINTS} WHERE session_id = ? "
+            f"AND checkpoint_ns = ? {pick}) "
+            "SELECT 0, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, "
+            "c.metadata, c.versions, NULL, 0 FROM c "
+            "UNION ALL SELECT 1, b.channel, b.version, b.type, b.data, NULL, b.hash, NULL, 0 "
+            f"FROM c, {self._LG_EACH} AS j, {LG_BLOBS} b WHERE b.session_id = c.session_id "
+            "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = j.key AND b.version = j.value "
+            "UNION ALL SELECT 2, w.task_id, w.channel, w.type, w.data, NULL, w.hash, "
+            f"w.task_path, w.idx FROM c, {LG_WRITES} w WHERE w.session_id = c.session_id "
+            "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id",
+            params,
+        )
+        head = next((r for r in rows if r[0] == 0), None)
+        if head is None:
+            return None
+        checkpoint = CheckpointRow(
+            session_id, checkpoint_ns, head[1], head[2], head[3], bytes(head[4]), bytes(head[5]),
+            head[6],
+        )
+        values = [ValueRow(r[1], r[1], r[2], 0, r[3], _bytes(r[4]), r[6])
+                  for r in rows if r[0] == 1]
+        writes = sorted(
+            (ValueRow(r[1], r[2], r[7], int(r[8]), r[3], _bytes(r[4]), r[6])
+             for r in rows if r[0] == 2),
+            key=lambda w: (w.version_or_path, w.key, w.idx),
+        )
+        return Loaded(checkpoint, values, writes)
 
     def lg_checkpoints(
         self,
@@ -306,34 +346,3 @@ class CheckpointSql:
             (session_id,),
         )
         return [_checkpoint(r) for r in rows]
-
-    def lg_values(
-        self, session_id: str, checkpoint_ns: str, keys: Sequence[tuple[str, str]]
-    ) -> list[ValueRow]:
-        """The stored values of ``(channel, version)`` keys (missing ones left out)."""
-        out: list[ValueRow] = []
-        for batch in _batches(list(keys)):
-            pairs = ", ".join("(?, ?)" for _ in batch)
-            flat = [x for key in batch for x in key]
-            out.extend(
-                ValueRow(r[0], r[0], r[1], 0, r[2], _bytes(r[3]), r[4])
-                for r in self._all(
-                    f"SELECT channel, version, type, data, hash FROM {LG_BLOBS} "
-                    f"WHERE session_id = ? AND checkpoint_ns = ? AND (channel, version) IN "
-                    f"(VALUES {pairs})",
-                    (session_id, checkpoint_ns, *flat),
-                )
-            )
-        return out
-
-    def lg_writes(self, session_id: str, checkpoint_ns: str, checkpoint_id: str) -> list[ValueRow]:
-        """A checkpoint's pending writes, in ``(task_path, task_id, idx)`` order."""
-        return [
-            ValueRow(r[0], r[1], r[2], int(r[3]), r[4], _bytes(r[5]), r[6])
-            for r in self._all(
-                f"SELECT task_id, channel, task_path, idx, type, data, hash FROM {LG_WRITES} "
-                "WHERE session_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-                "ORDER BY task_path, task_id, idx",
-                (session_id, checkpoint_ns, checkpoint_id),
-            )
-        ]

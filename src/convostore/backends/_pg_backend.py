@@ -130,6 +130,7 @@ class PostgresOps(PostgresSearchOps):
 
     _FOR_SHARE = " FOR SHARE"
     _FOR_UPDATE = " FOR UPDATE"
+    _LG_EACH = "jsonb_each_text(c.versions::jsonb)"
     legacy = PostgresLegacySql()
 
     def __init__(self, conn: psycopg.Connection[Any], *, writing: bool) -> None:

@@ -130,6 +130,7 @@ _STEPS: list[list[str]] = [
             type TEXT NOT NULL,
             checkpoint BYTEA NOT NULL,
             metadata BYTEA NOT NULL,
+            versions TEXT NOT NULL,
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
         )""",
         f"""CREATE TABLE IF NOT EXISTS {LG_BLOBS} (

@@ -126,6 +126,7 @@ CREATE TABLE IF NOT EXISTS convostore_lg_checkpoints (
     type TEXT NOT NULL,
     checkpoint BYTEA NOT NULL,
     metadata BYTEA NOT NULL,
+    versions TEXT NOT NULL,
     PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
 );
 CREATE TABLE IF NOT EXISTS convostore_lg_blobs (

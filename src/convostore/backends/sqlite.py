@@ -93,7 +93,7 @@ _STEPS: list[list[str]] = [
         f"""CREATE TABLE IF NOT EXISTS {LG_CHECKPOINTS} (
             session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
             parent_checkpoint_id TEXT, run_id TEXT, type TEXT NOT NULL,
-            checkpoint BLOB NOT NULL, metadata BLOB NOT NULL,
+            checkpoint BLOB NOT NULL, metadata BLOB NOT NULL, versions TEXT NOT NULL,
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
         ) WITHOUT ROWID""",
         f"""CREATE TABLE IF NOT EXISTS {LG_BLOBS} (

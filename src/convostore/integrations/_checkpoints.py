@@ -15,6 +15,7 @@ hash, and referenced from the storage session.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -30,9 +31,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..backends._checkpoint_sql import CheckpointRow, CheckpointSql, ValueRow
+from ..backends._checkpoint_sql import CheckpointRow, CheckpointSql, Loaded, ValueRow
 from ..codec import ROW_BUDGET
-from ._langgraph_mirror import mirror, mirror_session_id
+from ._langgraph_mirror import Mirror, mirror_session_id
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -72,6 +73,7 @@ class Checkpoints:
         self.store = store
         self.serde = serde
         self.messages_channel = messages_channel
+        self.mirror = Mirror(store)
 
     # -- the engine ------------------------------------------------------------------------------
 
@@ -116,8 +118,8 @@ class Checkpoints:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint and the channel versions it introduces (one transaction), then
-        bring the thread's mirror in step."""
+        """Store a checkpoint, the channel versions it introduces and the new messages of its
+        mirrored conversation (one transaction)."""
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns", ""))
@@ -135,18 +137,29 @@ class Checkpoints:
         ctype, cbytes = self.serde.dumps_typed(body)
         meta = get_serializable_checkpoint_metadata(config, metadata)
         mtype, mbytes = self.serde.dumps_typed(meta)
+        versions = json.dumps(
+            {ch: str(v) for ch, v in checkpoint["channel_versions"].items()},
+            separators=(",", ":"), ensure_ascii=False,
+        )
         row = CheckpointRow(
             sid, ns, checkpoint["id"], conf.get("checkpoint_id"), ctype, cbytes,
-            mtype.encode() + b":" + mbytes,
+            mtype.encode() + b":" + mbytes, versions,
         )
         run_id = meta.get("run_id")
-        with self._write(sid) as ops:
+        channel = self.messages_channel
+        plan = None
+        if channel is not None and channel in new_versions and channel in values:
+            plan = self.mirror.plan(mirror_session_id(thread_id, ns), values[channel])
+        # With new messages, the scope serialises the mirror session's writers (the checkpoint
+        # rows need no lock of their own: each is written once, by id).
+        with self._write(plan.session_id if plan and plan.new else sid) as ops:
             if payloads:
                 self._store_payloads(ops, sid, payloads)
             self._ops(ops).lg_put(row, None if run_id is None else str(run_id), blobs)
-        channel = self.messages_channel
-        if channel is not None and channel in new_versions and channel in values:
-            mirror(self.store.session(mirror_session_id(thread_id, ns)), values[channel])
+            if plan is not None:
+                self.mirror.write_in(ops, plan)
+        if plan is not None:
+            self.mirror.committed(plan)
         return _config(thread_id, ns, checkpoint["id"])
 
     def put_writes(
@@ -181,7 +194,9 @@ class Checkpoints:
             self._ops(ops).lg_delete_thread(sid)
             ops.collect(ops.drop_session_refs(sid))
         for ns in sorted(namespaces | {""}):
-            self.store.session(mirror_session_id(str(thread_id), ns)).clear_messages()
+            session_id = mirror_session_id(str(thread_id), ns)
+            self.store.session(session_id).clear_messages()
+            self.mirror.forget(session_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names one of ``run_ids``;
@@ -206,8 +221,8 @@ class Checkpoints:
                                                row.checkpoint_id))
                 if found is not None:
                     value = found.checkpoint["channel_values"].get(self.messages_channel)
-                    session = mirror_session_id(str(target_thread_id), row.checkpoint_ns)
-                    mirror(self.store.session(session), value)
+                    self.mirror.mirror(
+                        mirror_session_id(str(target_thread_id), row.checkpoint_ns), value)
 
     def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
         """``"keep_latest"``: keep each namespace's latest checkpoint, its writes and the
@@ -237,17 +252,11 @@ class Checkpoints:
         data = row.data if row.data is not None else payloads[row.hash or ""]
         return self.serde.loads_typed((row.type, data))
 
-    def _tuple(
-        self, ops: Any, row: CheckpointRow, config: RunnableConfig | None
-    ) -> CheckpointTuple:
-        cops = self._ops(ops)
-        body = self.serde.loads_typed((row.type, row.checkpoint))
-        versions = body.get("channel_versions", {})
-        values = cops.lg_values(row.session_id, row.checkpoint_ns,
-                                [(ch, str(v)) for ch, v in versions.items()])
-        writes = cops.lg_writes(row.session_id, row.checkpoint_ns, row.checkpoint_id)
+    def _tuple(self, ops: Any, loaded: Loaded, config: RunnableConfig | None) -> CheckpointTuple:
+        row, values, writes = loaded
         hashes = {r.hash for r in (*values, *writes) if r.data is None and r.hash}
         payloads = ops.attachment_data(sorted(hashes)) if hashes else {}
+        body = self.serde.loads_typed((row.type, row.checkpoint))
         mtype, _, mbytes = row.metadata.partition(b":")
         thread_id = row.session_id[len(STORAGE_PREFIX):]
         return CheckpointTuple(
@@ -264,16 +273,16 @@ class Checkpoints:
         )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or its namespace's latest (one read scope)."""
+        """The checkpoint ``config`` names, or its namespace's latest (one statement)."""
         conf = config["configurable"]
         sid = storage_id(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns", ""))
         checkpoint_id = get_checkpoint_id(config)
         with self._read() as ops:
-            row = self._ops(ops).lg_checkpoint(sid, ns, checkpoint_id)
-            if row is None:
+            loaded = self._ops(ops).lg_get(sid, ns, checkpoint_id)
+            if loaded is None:
                 return None
-            return self._tuple(ops, row, config if checkpoint_id else None)
+            return self._tuple(ops, loaded, config if checkpoint_id else None)
 
     def listing(
         self,
@@ -313,7 +322,11 @@ class Checkpoints:
                 for row in rows:
                     if wanted_id is not None and row.checkpoint_id != wanted_id:
                         continue
-                    item = self._tuple(ops, row, None)
+                    loaded = self._ops(ops).lg_get(
+                        row.session_id, row.checkpoint_ns, row.checkpoint_id)
+                    if loaded is None:  # deleted since the page was read
+                        continue
+                    item = self._tuple(ops, loaded, None)
                     if not all(item.metadata.get(k) == v for k, v in listing.filter.items()):
                         continue
                     found.append(item)
