@@ -273,7 +273,10 @@ class CheckpointSql:
             "SELECT 0, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, "
             "c.metadata, c.versions, NULL, 0 FROM c "
             "UNION ALL SELECT 1, b.channel, b.version, b.type, b.data, NULL, b.hash, NULL, 0 "
-            f"FROM c, {self._LG_EACH} AS j, {LG_BLOBS} b WHERE b.session_id = c.session_id "
+            # CROSS JOIN: SQLite keeps this order, one key probe per version (PostgreSQL plans
+            # it as any join)
+            f"FROM c CROSS JOIN {self._LG_EACH} AS j CROSS JOIN {LG_BLOBS} b "
+            "WHERE b.session_id = c.session_id "
             "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = j.key AND b.version = j.value "
             "UNION ALL SELECT 2, w.task_id, w.channel, w.type, w.data, NULL, w.hash, "
             f"w.task_path, w.idx FROM c, {LG_WRITES} w WHERE w.session_id = c.session_id "

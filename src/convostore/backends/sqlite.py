@@ -90,6 +90,7 @@ _STEPS: list[list[str]] = [
     ],
     [
         # The LangGraph checkpointer (integrations.langgraph); keys start with the session id.
+        # Values and writes may be large: rowid tables, whose key index stays small.
         f"""CREATE TABLE IF NOT EXISTS {LG_CHECKPOINTS} (
             session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
             parent_checkpoint_id TEXT, run_id TEXT, type TEXT NOT NULL,
@@ -100,13 +101,13 @@ _STEPS: list[list[str]] = [
             session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, channel TEXT NOT NULL,
             version TEXT NOT NULL, type TEXT NOT NULL, data BLOB, hash TEXT,
             PRIMARY KEY (session_id, checkpoint_ns, channel, version)
-        ) WITHOUT ROWID""",
+        )""",
         f"""CREATE TABLE IF NOT EXISTS {LG_WRITES} (
             session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
             task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL,
             type TEXT NOT NULL, data BLOB, hash TEXT, task_path TEXT NOT NULL DEFAULT '',
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
-        ) WITHOUT ROWID""",
+        )""",
     ],
 ]
 
