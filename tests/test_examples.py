@@ -11,7 +11,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-@pytest.mark.parametrize("name", ["compaction.py", "memory_agent.py"])
+@pytest.mark.parametrize("name", ["compaction.py", "memory_agent.py", "langgraph_agent.py"])
 def test_example_runs(name: str) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120
@@ -28,3 +28,15 @@ def test_compaction_example_compacts() -> None:
     assert "event: compact" in done.stdout
     assert "summary  assistant ## Topic" in done.stdout
     assert "original rows kept: 12" in done.stdout
+
+
+def test_langgraph_example_reads_both_branches() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "langgraph_agent.py")], capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "interrupted before: ('tools',)" in done.stdout
+    on, earlier = done.stdout.split("the earlier branch:")
+    assert "assistant Oslo has snow, -4 C: pack a coat." in on
+    assert "assistant Enjoy your trip!" in earlier and "Oslo" not in earlier.split("checkpoints")[0]
