@@ -12,6 +12,8 @@ Contenders, each on its own SQLite file (``--backend sqlite``) or in one scratch
 - ``ConvostoreSaver``: ``convostore.integrations.langgraph.ConvostoreSaver(store)``, with the
   ``messages`` channel mirrored into a convostore session (its default; the peers do no such
   work). SQLite in its default durability (WAL, synchronous=NORMAL).
+- ``ConvostoreSaver no mirror``: the same with ``messages_channel=None`` (checkpoints only, the
+  work the peers do).
 - ``ConvostoreSaver full`` (SQLite): the same store opened with ``durability="full"`` (an fsync
   at every commit, as SqliteSaver gets from SQLite's default synchronous=FULL).
 - ``SqliteSaver``: ``langgraph.checkpoint.sqlite.SqliteSaver(sqlite3.connect(file,
@@ -88,7 +90,7 @@ TRIGGER = "branch:to:agent"
 @contextmanager
 def open_saver(kind: str, target: str, schema: str | None) -> Iterator[BaseCheckpointSaver[Any]]:
     """Open one contender on its database (``target``: a file, or a server URL)."""
-    if kind in ("ConvostoreSaver", "ConvostoreSaver full"):
+    if kind.startswith("ConvostoreSaver"):
         if schema is not None:
             store = Sessions.open(target, schema=schema)
         else:
@@ -96,7 +98,8 @@ def open_saver(kind: str, target: str, schema: str | None) -> Iterator[BaseCheck
             store = Sessions.open(target + (".full" if durability == "full" else ""),
                                   durability=durability)
         try:
-            yield ConvostoreSaver(store)
+            yield ConvostoreSaver(store, messages_channel=None if "no mirror" in kind
+                                  else "messages")
         finally:
             store.close()
     elif kind == "SqliteSaver":
@@ -124,8 +127,9 @@ def open_saver(kind: str, target: str, schema: str | None) -> Iterator[BaseCheck
 def contenders(backend: str) -> list[str]:
     """The savers measured on one engine."""
     if backend == "sqlite":
-        return ["ConvostoreSaver", "ConvostoreSaver full", "SqliteSaver"]
-    return ["ConvostoreSaver", "PostgresSaver"]
+        return ["ConvostoreSaver", "ConvostoreSaver no mirror", "ConvostoreSaver full",
+                "SqliteSaver"]
+    return ["ConvostoreSaver", "ConvostoreSaver no mirror", "PostgresSaver"]
 
 
 # --- a graph step ------------------------------------------------------------------------------
@@ -209,10 +213,11 @@ def graph_steps(savers: dict[str, BaseCheckpointSaver[Any]], repeat: int,
 # --- (b) get_tuple on 10,000 checkpoints -------------------------------------------------------
 
 
-def build_long_thread(saver: BaseCheckpointSaver[Any], n: int) -> list[dict[str, Any]]:
+def build_long_thread(saver: BaseCheckpointSaver[Any], n: int, thread_id: str
+                      ) -> list[dict[str, Any]]:
     """A thread of ``n`` checkpoints: 20 messages, then a counter bumped each time."""
     gen, rng = MessageGen(seed=2), random.Random(5)
-    thread = Thread(saver, "long")
+    thread = Thread(saver, thread_id)
     configs = []
     for i in range(n):
         if i < 20:
@@ -233,7 +238,7 @@ def get_tuple_latency(savers: dict[str, BaseCheckpointSaver[Any]],
     for _ in range(calls):
         pick = rng.randrange(10_000)
         for name, saver in rng.sample(list(savers.items()), len(savers)):
-            head = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+            head = {"configurable": {"thread_id": f"long {name}", "checkpoint_ns": ""}}
             started = time.perf_counter()
             got = saver.get_tuple(head)  # type: ignore[arg-type]
             latest[name].append(time.perf_counter() - started)
@@ -331,7 +336,7 @@ def main() -> int:
         configs = {}
         for name, saver in savers.items():
             started = time.perf_counter()
-            configs[name] = build_long_thread(saver, args.checkpoints)
+            configs[name] = build_long_thread(saver, args.checkpoints, f"long {name}")
             print(f"  built {args.checkpoints:,} checkpoints with {name} in "
                   f"{time.perf_counter() - started:.1f} s", flush=True)
         latency = get_tuple_latency(savers, configs, calls)
@@ -346,7 +351,7 @@ def main() -> int:
                      ["saver", "latest p50", "latest p95", "by id p50", "by id p95"], rows)
         stack.close()
         races = {name: processes(name, scratch.target, scratch.schema, steps)
-                 for name in names if not name.endswith("full")}
+                 for name in names if name in ("ConvostoreSaver", "SqliteSaver", "PostgresSaver")}
         report.table(
             f"(c) 4 processes x {steps} graph steps on one thread",
             ["saver", "acknowledged", "lost", "duplicated", "errors", "seconds"],
