@@ -306,8 +306,9 @@ class CheckpointSql:
         before: str | None,
         after: tuple[str, str, str] | None,
         limit: int,
-    ) -> list[CheckpointRow]:
-        """At most ``limit`` checkpoints, newest first (by id, then session and namespace).
+    ) -> list[tuple[str, str, str]]:
+        """The keys ``(checkpoint_id, session_id, namespace)`` of at most ``limit`` checkpoints,
+        newest first (by id, then session and namespace).
 
         :param session_id: one storage session's, or every one's when None.
         :param checkpoint_ns: one namespace's, or every one's when None.
@@ -334,11 +335,11 @@ class CheckpointSql:
             params.extend((after[0], after[0], after[1], after[1], after[2]))
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         rows = self._all(
-            f"SELECT {_CP_COLS} FROM {LG_CHECKPOINTS}{clause} "
+            f"SELECT checkpoint_id, session_id, checkpoint_ns FROM {LG_CHECKPOINTS}{clause} "
             "ORDER BY checkpoint_id DESC, session_id DESC, checkpoint_ns DESC LIMIT ?",
             (*params, limit),
         )
-        return [_checkpoint(r) for r in rows]
+        return [(r[0], r[1], r[2]) for r in rows]
 
     def lg_latest(self, session_id: str) -> list[CheckpointRow]:
         """The latest checkpoint of each namespace of a storage session."""

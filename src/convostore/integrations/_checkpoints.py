@@ -257,20 +257,23 @@ class Checkpoints:
         hashes = {r.hash for r in (*values, *writes) if r.data is None and r.hash}
         payloads = ops.attachment_data(sorted(hashes)) if hashes else {}
         body = self.serde.loads_typed((row.type, row.checkpoint))
-        mtype, _, mbytes = row.metadata.partition(b":")
         thread_id = row.session_id[len(STORAGE_PREFIX):]
         return CheckpointTuple(
             config=config or _config(thread_id, row.checkpoint_ns, row.checkpoint_id),
             checkpoint=cast(Checkpoint, {**body, "channel_values": {
                 r.key: self._loads(r, payloads) for r in values if r.type != "empty"
             }}),
-            metadata=self.serde.loads_typed((mtype.decode(), mbytes)),
+            metadata=self._metadata(row),
             parent_config=(
                 _config(thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
                 if row.parent_checkpoint_id else None
             ),
             pending_writes=[(w.key, w.channel, self._loads(w, payloads)) for w in writes],
         )
+
+    def _metadata(self, row: CheckpointRow) -> Any:
+        mtype, _, mbytes = row.metadata.partition(b":")
+        return self.serde.loads_typed((mtype.decode(), mbytes))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or its namespace's latest (one statement)."""
@@ -315,31 +318,31 @@ class Checkpoints:
                 size = min(size, listing.left)
             found: list[CheckpointTuple] = []
             with self._read() as ops:
-                rows = self._ops(ops).lg_checkpoints(
+                cops = self._ops(ops)
+                keys = cops.lg_checkpoints(
                     listing.session_id, listing.checkpoint_ns, listing.before, listing.after,
                     size)
                 wanted_id = listing.checkpoint_id
-                for row in rows:
-                    if wanted_id is not None and row.checkpoint_id != wanted_id:
+                for checkpoint_id, session_id, ns in keys:
+                    if wanted_id is not None and checkpoint_id != wanted_id:
                         continue
-                    loaded = self._ops(ops).lg_get(
-                        row.session_id, row.checkpoint_ns, row.checkpoint_id)
+                    loaded = cops.lg_get(session_id, ns, checkpoint_id)
                     if loaded is None:  # deleted since the page was read
                         continue
-                    item = self._tuple(ops, loaded, None)
-                    if not all(item.metadata.get(k) == v for k, v in listing.filter.items()):
-                        continue
-                    found.append(item)
+                    if listing.filter:
+                        metadata = self._metadata(loaded.checkpoint)
+                        if not all(metadata.get(k) == v for k, v in listing.filter.items()):
+                            continue
+                    found.append(self._tuple(ops, loaded, None))
                     if listing.left is not None:
                         listing.left -= 1
                         if listing.left <= 0:
                             listing.done = True
                             break
-            if len(rows) < size:
+            if len(keys) < size:
                 listing.done = True
-            elif rows:
-                last = rows[-1]
-                listing.after = (last.checkpoint_id, last.session_id, last.checkpoint_ns)
+            elif keys:
+                listing.after = keys[-1]
             if found:
                 return found
         return None
