@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
@@ -204,6 +205,32 @@ def test_subgraph_namespaces_mirror_apart(store: Sessions) -> None:
     assert _texts(store.session(mirror_session_id("t", "sub:1")).get_history()) == ["user:inner"]
     assert store.session("t").get_history() == []
     assert mirror_session_id("t", "sub:1") == "t#sub:1"
+
+
+class _Recording(JsonPlusSerializer):
+    """Records which serializer object serialised something."""
+
+    used: list[int] = []  # a class attribute on purpose: the clones append here too
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        self.used.append(id(self))
+        return super().dumps_typed(obj)
+
+
+def test_a_clone_with_an_allowlist_uses_its_own_serializer(store: Sessions) -> None:
+    """LangGraph's compile() may swap the saver for ``with_allowlist(...)``'s clone, whose
+    serializer enforces the allowlist: the clone must write with it."""
+    saver = ConvostoreSaver(store, serde=_Recording(allowed_msgpack_modules=None))
+    clone = saver.with_allowlist([("mymodule", "MyType")])
+    assert clone is not saver and clone.serde is not saver.serde
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"x": {"a": 1}}
+    cp["channel_versions"] = {"x": "1"}
+    _Recording.used.clear()
+    stored = clone.put(_cfg("allow"), cp, {"step": 0}, {"x": "1"})
+    assert set(_Recording.used) == {id(clone.serde)}
+    got = saver.get_tuple(stored)
+    assert got is not None and got.checkpoint["channel_values"] == {"x": {"a": 1}}
 
 
 def test_large_values_round_trip_and_are_stored_once(store: Sessions) -> None:

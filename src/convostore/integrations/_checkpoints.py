@@ -75,6 +75,12 @@ class Checkpoints:
         self.messages_channel = messages_channel
         self.mirror = Mirror(store)
 
+    def with_serde(self, serde: SerializerProtocol) -> Checkpoints:
+        """The same storage (and mirror) read and written with another serializer."""
+        other = Checkpoints(self.store, serde, self.messages_channel)
+        other.mirror = self.mirror
+        return other
+
     # -- the engine ------------------------------------------------------------------------------
 
     def _write(self, session_id: str | None) -> Any:

@@ -106,7 +106,14 @@ class ConvostoreSaver(BaseCheckpointSaver[str]):
             sync = store.sync
         self.store = sync
         """The sync store the checkpoints live in (an ``AsyncSessions``' ``.sync``)."""
-        self._checkpoints = Checkpoints(sync, self.serde, messages_channel)
+        self._storage = Checkpoints(sync, self.serde, messages_channel)
+
+    @property
+    def _checkpoints(self) -> Checkpoints:
+        # A clone made by with_allowlist() has another serde: it gets its own view.
+        if self._storage.serde is not self.serde:
+            self._storage = self._storage.with_serde(self.serde)
+        return self._storage
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} on {self.store!r}>"
