@@ -195,7 +195,8 @@ class Checkpoints:
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints, values, writes and mirrored conversations."""
         sid = storage_id(thread_id)
-        with self._write(sid) as ops:
+        # Store-wide, as prune: a put holds its mirror session's lock, not the thread's.
+        with self._write(None) as ops:
             namespaces = {r.checkpoint_ns for r in self._ops(ops).lg_latest(sid)}
             self._ops(ops).lg_delete_thread(sid)
             ops.collect(ops.drop_session_refs(sid))
@@ -237,7 +238,9 @@ class Checkpoints:
             raise ValueError(f"strategy must be 'keep_latest' or 'delete', not {strategy!r}")
         for thread_id in thread_ids:
             sid = storage_id(thread_id)
-            with self._write(sid) as ops:
+            # Store-wide: no put of the thread (which may hold only its mirror session's lock)
+            # can add a checkpoint whose values this deletes.
+            with self._write(None) as ops:
                 cops = self._ops(ops)
                 keep: list[tuple[str, str]] = []
                 keep_values: list[tuple[str, str, str]] = []
