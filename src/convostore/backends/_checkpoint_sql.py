@@ -102,6 +102,10 @@ class CheckpointSql:
     _LG_EACH = "json_each(c.versions)"
     """A table function of the rows ``(key, value)`` of the JSON object ``c.versions``
     (SQLite's ``json_each``; PostgreSQL says ``jsonb_each_text(c.versions::jsonb)``)."""
+    _LG_LATERAL = False
+    """True where the engine has ``LATERAL``: each version is then looked up by a subquery with
+    ``LIMIT 1``, which a planner cannot turn into a hash join over every stored version (SQLite
+    has no ``LATERAL``, and keeps ``CROSS JOIN`` order: a key probe per version anyway)."""
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
@@ -256,6 +260,19 @@ class CheckpointSql:
 
     # -- reads ---------------------------------------------------------------------------------
 
+    def _lg_value_of_key(self) -> str:
+        """The value row ``b`` of version ``j`` of checkpoint ``c``, as a FROM item."""
+        probe = (
+            "b.session_id = c.session_id AND b.checkpoint_ns = c.checkpoint_ns "
+            "AND b.channel = j.key AND b.version = j.value"
+        )
+        if self._LG_LATERAL:
+            return (
+                f"LATERAL (SELECT b.channel, b.version, b.type, b.data, b.hash FROM {LG_BLOBS} b "
+                f"WHERE {probe} LIMIT 1) AS b"
+            )
+        return f"{LG_BLOBS} b WHERE {probe}"
+
     def lg_get(
         self, session_id: str, checkpoint_ns: str, checkpoint_id: str | None
     ) -> Loaded | None:
@@ -273,11 +290,7 @@ class CheckpointSql:
             "SELECT 0, c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, "
             "c.metadata, c.versions, NULL, 0 FROM c "
             "UNION ALL SELECT 1, b.channel, b.version, b.type, b.data, NULL, b.hash, NULL, 0 "
-            # CROSS JOIN: SQLite keeps this order, one key probe per version (PostgreSQL plans
-            # it as any join)
-            f"FROM c CROSS JOIN {self._LG_EACH} AS j CROSS JOIN {LG_BLOBS} b "
-            "WHERE b.session_id = c.session_id "
-            "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = j.key AND b.version = j.value "
+            f"FROM c CROSS JOIN {self._LG_EACH} AS j CROSS JOIN {self._lg_value_of_key()} "
             "UNION ALL SELECT 2, w.task_id, w.channel, w.type, w.data, NULL, w.hash, "
             f"w.task_path, w.idx FROM c, {LG_WRITES} w WHERE w.session_id = c.session_id "
             "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id",

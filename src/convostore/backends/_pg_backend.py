@@ -131,6 +131,7 @@ class PostgresOps(PostgresSearchOps):
     _FOR_SHARE = " FOR SHARE"
     _FOR_UPDATE = " FOR UPDATE"
     _LG_EACH = "jsonb_each_text(c.versions::jsonb)"
+    _LG_LATERAL = True
     legacy = PostgresLegacySql()
 
     def __init__(self, conn: psycopg.Connection[Any], *, writing: bool) -> None:
