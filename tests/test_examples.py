@@ -11,7 +11,9 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-@pytest.mark.parametrize("name", ["compaction.py", "memory_agent.py", "feed_service.py"])
+@pytest.mark.parametrize(
+    "name", ["compaction.py", "memory_agent.py", "feed_service.py", "langgraph_agent.py"]
+)
 def test_example_runs(name: str) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120
@@ -44,3 +46,13 @@ def test_feed_service_example_streams_and_resumes() -> None:
         "event 5: append q2 leaf=q2",
         "event 6: delete ['q2'] leaf=a1",
     ]
+def test_langgraph_example_reads_both_branches() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "langgraph_agent.py")], capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "interrupted before: ('tools',)" in done.stdout
+    on, earlier = done.stdout.split("the earlier branch:")
+    assert "assistant Oslo has snow, -4 C: pack a coat." in on
+    assert "assistant Enjoy your trip!" in earlier and "Oslo" not in earlier.split("checkpoints")[0]

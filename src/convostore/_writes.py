@@ -186,33 +186,44 @@ class Writer:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
         given, unchecked); its change-log position. None, with nothing written, when the id
         already exists."""
+        with self._backend.write(self._sid) as ops:
+            logged = self.insert_in(ops, prep, parent_id, created_at, verbatim=verbatim)
+        return None if logged is None else logged.committed()
+
+    def insert_in(
+        self, ops: Ops, prep: Prepared, parent_id: str | None | Unset, created_at: int, *,
+        verbatim: bool,
+    ) -> Logged | None:
+        """:meth:`insert` inside a write scope the caller holds, which must serialise the
+        writers of this session (``backend.write(session_id)``): so another write of the
+        caller's commits with the message, or neither does. The change logged, whose
+        :meth:`~._changes.Logged.committed` the caller calls once the scope has committed;
+        None when the id already exists."""
         sid, msg = self._sid, prep.message
-        with self._backend.write(sid) as ops:
-            exists, tail_id, max_seq, chosen = ops.leaf_probe(sid, msg["id"])
-            if exists:
-                return None
-            seq = max_seq + 1
-            parent: str | None
-            if isinstance(parent_id, Unset):
-                parent = chosen or tail_id  # the leaf set_active_leaf chose, else the newest
-            elif verbatim:
-                parent = parent_id
-            elif not parent_id:
-                parent = None
-            else:
-                # the tail is known to exist: integrations name it on every append
-                known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
-                parent = parent_id if known else None
-            self._write_row(ops, prep, seq, parent, created_at, parent is not None
-                            and parent == tail_id)
-            self._index(ops, msg, replace=False)
-            if verbatim:
-                ops.bump_epoch(sid)
-            logged = self._core.changes.log(
-                ops, "import" if verbatim else "append", sid, message_id=msg["id"],
-                parent_id=parent, leaf_id=msg["id"],  # the new row is the newest
-            )
-        return logged.committed()
+        exists, tail_id, max_seq, chosen = ops.leaf_probe(sid, msg["id"])
+        if exists:
+            return None
+        seq = max_seq + 1
+        parent: str | None
+        if isinstance(parent_id, Unset):
+            parent = chosen or tail_id  # the leaf set_active_leaf chose, else the newest
+        elif verbatim:
+            parent = parent_id
+        elif not parent_id:
+            parent = None
+        else:
+            # the tail is known to exist: integrations name it on every append
+            known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
+            parent = parent_id if known else None
+        self._write_row(ops, prep, seq, parent, created_at, parent is not None
+                        and parent == tail_id)
+        self._index(ops, msg, replace=False)
+        if verbatim:
+            ops.bump_epoch(sid)
+        return self._core.changes.log(
+            ops, "import" if verbatim else "append", sid, message_id=msg["id"],
+            parent_id=parent, leaf_id=msg["id"],  # the new row is the newest
+        )
 
     def _write_row(
         self, ops: Ops, prep: Prepared, seq: int, parent: str | None, created_at: int,

@@ -22,6 +22,9 @@ from ._schema import (
     COMPACTIONS,
     DIRECTORY,
     FTS,
+    LG_BLOBS,
+    LG_CHECKPOINTS,
+    LG_WRITES,
     MESSAGE_CHUNKS,
     MESSAGES,
     SESSION_STATE,
@@ -36,6 +39,9 @@ SESSION_KEYED: dict[str, str] = {
     FTS: "session_id",
     DIRECTORY: "session_id",
     COMPACTION_LEASES: "session_id",
+    LG_CHECKPOINTS: "session_id",
+    LG_BLOBS: "session_id",
+    LG_WRITES: "session_id",
 }
 """The tables partitioned (and, on a sharded engine, distributed) by session, and the column
 that holds the session id in each."""

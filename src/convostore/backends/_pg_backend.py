@@ -146,6 +146,8 @@ class PostgresOps(PostgresSearchOps):
 
     _FOR_SHARE = " FOR SHARE"
     _FOR_UPDATE = " FOR UPDATE"
+    _LG_EACH = "jsonb_each_text(c.versions::jsonb)"
+    _LG_LATERAL = True
     legacy = PostgresLegacySql()
 
     def __init__(

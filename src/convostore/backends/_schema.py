@@ -20,6 +20,8 @@ shard by session:
   commit order store-wide (see :mod:`._changes_sql`).
 - :data:`COMPACTION_LEASES`: who runs a session's automatic compaction, until when, and the
   backoff after compactions that left the session above its threshold.
+- :data:`LG_CHECKPOINTS` / :data:`LG_BLOBS` / :data:`LG_WRITES`: the LangGraph checkpointer's
+  storage (:mod:`._checkpoint_sql`), keyed by the thread's storage session id.
 
 Each engine writes its own DDL for these (its types and collations differ) as migration data;
 the session registry's table lives in :mod:`._registry`, the search index with each engine.
@@ -27,7 +29,7 @@ the session registry's table lives in :mod:`._registry`, the search index with e
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema this version writes; opening an older database migrates it."""
 
 MESSAGES = "convostore_messages"
@@ -42,6 +44,14 @@ DIRECTORY = "convostore_sessions"
 """The directory of conversations: one row per session (see :mod:`._directory_sql`)."""
 CHANGES = "convostore_changes"
 COMPACTION_LEASES = "convostore_compaction_leases"
+LG_CHECKPOINTS = "convostore_lg_checkpoints"
+"""LangGraph checkpoints (``integrations.langgraph``): one row per checkpoint, channel values
+apart; keyed by storage session id, namespace and checkpoint id."""
+LG_BLOBS = "convostore_lg_blobs"
+"""LangGraph channel values, one row per (channel, version): stored once, however many
+checkpoints share the version; a large value lives in the attachment tables by hash."""
+LG_WRITES = "convostore_lg_writes"
+"""LangGraph pending writes, keyed by checkpoint, task and index."""
 FTS = "convostore_fts"
 """The full-text index, created by the first search (behaviour.md §8.1: not on append); each
 engine builds it its own way."""

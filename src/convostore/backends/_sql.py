@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from ..codec import ROW_BUDGET
 from ._changes_sql import ChangeLogOps
+from ._checkpoint_sql import CheckpointSql
 from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
 from ._dump_sql import DumpOps
 from ._legacy_sql import LegacySql
@@ -73,7 +74,7 @@ _FTS_CURSOR = "fts_backfill_cursor"
 """The meta key of the search index's backfill cursor (present while a build is pending)."""
 
 
-class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps):
+class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the

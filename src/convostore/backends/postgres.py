@@ -48,6 +48,9 @@ from ._schema import (
     CHANGES,
     COMPACTION_LEASES,
     DIRECTORY,
+    LG_BLOBS,
+    LG_CHECKPOINTS,
+    LG_WRITES,
     MESSAGES,
     META,
     SESSION_STATE,
@@ -176,6 +179,44 @@ _STEPS: list[list[str]] = [
             expires_at BIGINT NOT NULL,
             attempts INTEGER NOT NULL DEFAULT 0,
             retry_at BIGINT NOT NULL DEFAULT 0
+        )""",
+    ],
+    [
+        # The LangGraph checkpointer (integrations.langgraph); keys start with the session id.
+        f"""CREATE TABLE IF NOT EXISTS {LG_CHECKPOINTS} (
+            session_id TEXT COLLATE "C" NOT NULL,
+            checkpoint_ns TEXT COLLATE "C" NOT NULL,
+            checkpoint_id TEXT COLLATE "C" NOT NULL,
+            parent_checkpoint_id TEXT COLLATE "C",
+            run_id TEXT COLLATE "C",
+            type TEXT NOT NULL,
+            checkpoint BYTEA NOT NULL,
+            metadata BYTEA NOT NULL,
+            versions TEXT NOT NULL,
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_BLOBS} (
+            session_id TEXT COLLATE "C" NOT NULL,
+            checkpoint_ns TEXT COLLATE "C" NOT NULL,
+            channel TEXT COLLATE "C" NOT NULL,
+            version TEXT COLLATE "C" NOT NULL,
+            type TEXT NOT NULL,
+            data BYTEA,
+            hash TEXT COLLATE "C",
+            PRIMARY KEY (session_id, checkpoint_ns, channel, version)
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_WRITES} (
+            session_id TEXT COLLATE "C" NOT NULL,
+            checkpoint_ns TEXT COLLATE "C" NOT NULL,
+            checkpoint_id TEXT COLLATE "C" NOT NULL,
+            task_id TEXT COLLATE "C" NOT NULL,
+            idx INTEGER NOT NULL,
+            channel TEXT NOT NULL,
+            type TEXT NOT NULL,
+            data BYTEA,
+            hash TEXT COLLATE "C",
+            task_path TEXT COLLATE "C" NOT NULL DEFAULT '',
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
         )""",
     ],
 ]

@@ -180,7 +180,47 @@ CREATE TABLE IF NOT EXISTS convostore_compaction_leases (
     retry_at BIGINT NOT NULL DEFAULT 0
 );
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '5')
+-- version 6 -------------------------------------------------------------------------------------
+
+-- The LangGraph checkpointer (convostore.integrations.langgraph): checkpoints, channel values
+-- stored once per version (a large one in the attachment tables, by hash), pending writes.
+CREATE TABLE IF NOT EXISTS convostore_lg_checkpoints (
+    session_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL,
+    checkpoint_id TEXT COLLATE "C" NOT NULL,
+    parent_checkpoint_id TEXT COLLATE "C",
+    run_id TEXT COLLATE "C",
+    type TEXT NOT NULL,
+    checkpoint BYTEA NOT NULL,
+    metadata BYTEA NOT NULL,
+    versions TEXT NOT NULL,
+    PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
+);
+CREATE TABLE IF NOT EXISTS convostore_lg_blobs (
+    session_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL,
+    channel TEXT COLLATE "C" NOT NULL,
+    version TEXT COLLATE "C" NOT NULL,
+    type TEXT NOT NULL,
+    data BYTEA,
+    hash TEXT COLLATE "C",
+    PRIMARY KEY (session_id, checkpoint_ns, channel, version)
+);
+CREATE TABLE IF NOT EXISTS convostore_lg_writes (
+    session_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL,
+    checkpoint_id TEXT COLLATE "C" NOT NULL,
+    task_id TEXT COLLATE "C" NOT NULL,
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT NOT NULL,
+    data BYTEA,
+    hash TEXT COLLATE "C",
+    task_path TEXT COLLATE "C" NOT NULL DEFAULT '',
+    PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '6')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------

@@ -26,6 +26,9 @@ from ._schema import (
     CHANGES,
     COMPACTION_LEASES,
     DIRECTORY,
+    LG_BLOBS,
+    LG_CHECKPOINTS,
+    LG_WRITES,
     MESSAGES,
     META,
     SESSION_STATE,
@@ -127,6 +130,27 @@ _STEPS: list[list[str]] = [
             attempts INTEGER NOT NULL DEFAULT 0,
             retry_at INTEGER NOT NULL DEFAULT 0
         ) WITHOUT ROWID""",
+    ],
+    [
+        # The LangGraph checkpointer (integrations.langgraph); keys start with the session id.
+        # Values and writes may be large: rowid tables, whose key index stays small.
+        f"""CREATE TABLE IF NOT EXISTS {LG_CHECKPOINTS} (
+            session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+            parent_checkpoint_id TEXT, run_id TEXT, type TEXT NOT NULL,
+            checkpoint BLOB NOT NULL, metadata BLOB NOT NULL, versions TEXT NOT NULL,
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
+        ) WITHOUT ROWID""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_BLOBS} (
+            session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, channel TEXT NOT NULL,
+            version TEXT NOT NULL, type TEXT NOT NULL, data BLOB, hash TEXT,
+            PRIMARY KEY (session_id, checkpoint_ns, channel, version)
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {LG_WRITES} (
+            session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+            task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL,
+            type TEXT NOT NULL, data BLOB, hash TEXT, task_path TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        )""",
     ],
 ]
 

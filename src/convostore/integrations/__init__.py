@@ -6,6 +6,7 @@ module                             framework                   install
 ``integrations.openai_agents``     OpenAI Agents SDK           ``convostore[openai-agents]``
 ``integrations.langchain``         LangChain (core)            ``convostore[langchain]``
 ``integrations.pydantic_ai``       pydantic-ai                 ``convostore[pydantic-ai]``
+``integrations.langgraph``         LangGraph (checkpointer)    ``convostore[langgraph]``
 =================================  ==========================  ===============================
 
 Importing :mod:`convostore` never imports a framework; importing one of these modules without

@@ -1,0 +1,177 @@
+"""The visible conversation of a LangGraph thread: its ``messages`` channel as UIMessages.
+
+Each LangChain message of a checkpoint's ``messages`` value becomes one stored message
+(converted as :mod:`convostore.integrations.langchain` converts them, so that integration reads
+the mirror back), with the LangChain message's id as its id, under the message before it. A
+fork (a checkpoint written from an earlier one) therefore becomes a branch of the mirror's
+tree, sharing the messages before the fork point, and the newest branch written is the
+session's latest leaf. A message without an id gets one derived from its parent's id and its
+content, so writing the same list twice adds nothing.
+
+The new messages are appended in the checkpoint's own transaction (:meth:`Mirror.write_in`),
+so a checkpoint and its conversation commit together. Which messages are new is known without
+a read when this saver mirrored the list's previous state (a per-saver memory of the last
+list mirrored per session, checked message by message); otherwise the session is probed from
+the newest message back until a stored one is found (usually one or two reads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage, message_to_dict
+
+from .._changes import Logged
+from .._writes import Prepared, Writer, now_ms
+from ..model import ChangeEvent
+from .langchain import to_stored
+
+if TYPE_CHECKING:
+    from ..backends.base import Ops
+    from ..store import Sessions
+
+_REMEMBERED = 256
+"""How many sessions' last mirrored lists a saver remembers."""
+
+
+def mirror_session_id(thread_id: str, checkpoint_ns: str = "") -> str:
+    """The convostore session that mirrors a thread's conversation.
+
+    The thread id itself for the root namespace; ``"<thread_id>#<checkpoint_ns>"`` for a
+    subgraph's namespace.
+    """
+    return thread_id if not checkpoint_ns else f"{thread_id}#{checkpoint_ns}"
+
+
+def _ids(messages: Sequence[BaseMessage]) -> list[str]:
+    ids: list[str] = []
+    parent = ""
+    for message in messages:
+        mid = message.id
+        if not isinstance(mid, str) or not mid:
+            dumped = json.dumps(message_to_dict(message), sort_keys=True, default=str)
+            mid = "lg-" + hashlib.sha256(f"{parent}\x00{dumped}".encode()).hexdigest()[:32]
+        ids.append(mid)
+        parent = mid
+    return ids
+
+
+def _stored(message: BaseMessage, id: str) -> dict[str, Any]:
+    return {**to_stored(message), "id": id}
+
+
+@dataclass
+class Plan:
+    """The messages one checkpoint adds to a mirror session, prepared before its transaction."""
+
+    session_id: str
+    messages: list[BaseMessage]
+    ids: list[str]
+    writer: Writer
+    new: list[tuple[Prepared, str | None]] = field(default_factory=list)
+    """Each new message, prepared, with the id of its parent (None: a root)."""
+    inserted: list[tuple[Prepared, str | None, Logged]] = field(default_factory=list)
+
+
+class Mirror:
+    """Mirrors ``messages`` channel values into sessions of ``store``."""
+
+    def __init__(self, store: Sessions) -> None:
+        self.store = store
+        self._lock = Lock()
+        self._last: OrderedDict[str, tuple[list[str], list[BaseMessage]]] = OrderedDict()
+
+    def _remembered_prefix(self, session_id: str, ids: list[str],
+                           messages: list[BaseMessage]) -> int:
+        """How many leading messages are known to be mirrored already (-1: unknown)."""
+        with self._lock:
+            last = self._last.get(session_id)
+        if last is None:
+            return -1
+        last_ids, last_messages = last
+        n = len(last_ids)
+        if n > len(ids) or ids[:n] != last_ids:
+            return -1
+        for old, new in zip(last_messages, messages, strict=False):
+            if old is not new and old != new:
+                return -1  # a message was edited in place: look at the session instead
+        return n
+
+    def _probe(self, session_id: str, ids: list[str], messages: list[BaseMessage]) -> int:
+        """Find the newest stored message, from the end (one read each); update it if its
+        content changed. How many leading messages are mirrored."""
+        session = self.store.session(session_id)
+        for i in range(len(messages) - 1, -1, -1):
+            stored = session.get_message(ids[i])
+            if stored is not None:
+                fresh = _stored(messages[i], ids[i])
+                if stored.get("parts") != fresh["parts"] or stored.get("role") != fresh["role"]:
+                    session.update_message(fresh)  # edited in place (same id, new content)
+                return i + 1
+        return 0
+
+    def plan(self, session_id: str, value: Any) -> Plan | None:
+        """What mirroring ``value`` adds to ``session_id`` (None: not a list of messages).
+
+        :param value: the channel's value; anything but a list of LangChain messages is ignored.
+        """
+        if not isinstance(value, list) or not value:
+            return None
+        messages = [m for m in value if isinstance(m, BaseMessage)]
+        if not messages:
+            return None
+        ids = _ids(messages)
+        known = self._remembered_prefix(session_id, ids, messages)
+        if known < 0:
+            known = self._probe(session_id, ids, messages)
+        writer = Writer(self.store.core, session_id)
+        plan = Plan(session_id, messages, ids, writer)
+        parent = ids[known - 1] if known > 0 else None
+        for i in range(known, len(messages)):
+            prep = writer.prepare(_stored(messages[i], ids[i]), "server")
+            plan.new.append((prep, parent))
+            parent = ids[i]
+        return plan
+
+    def write_in(self, ops: Ops, plan: Plan) -> None:
+        """Append the plan's new messages in the caller's write scope (which must serialise
+        the writers of ``plan.session_id``); one already stored is left as it is."""
+        created = now_ms()
+        for prep, parent in plan.new:
+            logged = plan.writer.insert_in(ops, prep, parent, created, verbatim=False)
+            if logged is not None:
+                plan.inserted.append((prep, parent, logged))
+
+    def committed(self, plan: Plan) -> None:
+        """After the transaction committed: remember the list, tell the listeners."""
+        with self._lock:
+            self._last[plan.session_id] = (plan.ids, plan.messages)
+            self._last.move_to_end(plan.session_id)
+            while len(self._last) > _REMEMBERED:
+                self._last.popitem(last=False)
+        events = self.store.core.events
+        for prep, parent, logged in plan.inserted:
+            cursor = logged.committed()  # wakes this process's watchers too
+            if events.listened:
+                events.emit(ChangeEvent("append", plan.session_id, message=prep.message,
+                                        parent_id=parent, inserted=True, cursor=cursor))
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is remembered of a session (it was cleared)."""
+        with self._lock:
+            self._last.pop(session_id, None)
+
+    def mirror(self, session_id: str, value: Any) -> None:
+        """Mirror ``value`` into ``session_id`` in a transaction of its own."""
+        plan = self.plan(session_id, value)
+        if plan is None or not plan.new:
+            return
+        with self.store.core.backend.write(session_id) as ops:
+            self.write_in(ops, plan)
+        self.committed(plan)
