@@ -120,6 +120,7 @@ class AsyncSessions:
         pool: Any = None,
         pool_size: int = 10,
         schema: str | None = None,
+        search_tool_output: bool = False,
     ) -> _Opening:
         """Async twin of :meth:`Sessions.open <convostore.Sessions.open>`, same options.
 
@@ -138,6 +139,7 @@ class AsyncSessions:
             pool=pool,
             pool_size=pool_size,
             schema=schema,
+            search_tool_output=search_tool_output,
         )
         workers = worker_count(url, pool=pool, pool_size=pool_size)
         return _Opening(functools.partial(cls._open, opener, workers))

@@ -34,10 +34,12 @@ class Sessions:
         *,
         reserved_metadata_keys: Iterable[str] = (),
         token_counter: TokenCounter | None = None,
+        search_tool_output: bool = False,
     ) -> None:
         """Wrap an open backend (use :meth:`open` instead)."""
         self._core = StoreCore(backend, reserved_metadata_keys=reserved_metadata_keys,
-                               token_counter=token_counter)
+                               token_counter=token_counter,
+                               search_tool_output=search_tool_output)
         # Handles live while a caller holds them; configured ones also in ``_kept`` (see session).
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._kept: dict[str, Session] = {}
@@ -56,6 +58,7 @@ class Sessions:
         pool: Any = None,
         pool_size: int = 10,
         schema: str | None = None,
+        search_tool_output: bool = False,
     ) -> Sessions:
         """Open a store.
 
@@ -71,11 +74,16 @@ class Sessions:
             a URL (the store does not close it).
         :param pool_size: PostgreSQL only: most connections of the pool the store creates.
         :param schema: PostgreSQL only: the schema holding the tables (created if missing).
+        :param search_tool_output: also index the text of tool results (a tool part's
+            ``output``, or ``errorText``), so a search finds what tools returned. Off by
+            default: it grows the index, by about the size of the tool outputs' text. It
+            applies to what is indexed from then on (messages written, and an index built);
+            open every store of one database with the same value.
         """
         backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,
                                durability=durability, busy_timeout=busy_timeout)
         return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
-                   token_counter=token_counter)
+                   token_counter=token_counter, search_tool_output=search_tool_output)
 
     def __repr__(self) -> str:
         return self._core.describe()
