@@ -26,10 +26,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..aio import AsyncSession, AsyncSessions
+from ..backends._engines import parse_url
 from ..errors import StoreClosed
 from ..session import Session
 from ..store import Sessions
-from ._shared import Lease, acquire, store_key
+from ._shared import Lease, acquire
 from ._turns import Turns
 
 T = TypeVar("T")
@@ -70,7 +71,7 @@ class Binding:
         self.async_store: AsyncSessions | None = None
         """The async store the calls run on, when one was given."""
         if isinstance(store, (str, os.PathLike)):
-            store_key(store, open_options)  # a bad URL fails here, with no I/O
+            parse_url(store)  # a URL no engine takes fails here, with no I/O
             self._url, self._options = store, dict(open_options)
             return
         if open_options:

@@ -45,13 +45,12 @@ import asyncio
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import formats
 from ..aio import AsyncSession
 from ..codec import dumps
 from ..model import Message, SearchResult
-from ..session import Session
 from . import missing
 from ._binding import Binding
 from ._pairing import pair_results
@@ -69,6 +68,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 if TYPE_CHECKING:
     from ..aio import AsyncSessions
+    from ..session import Session
     from ..store import Sessions
 
 __all__ = [
@@ -170,13 +170,14 @@ def _load(handle: Session, leaf_id: str | None) -> list[ModelMessage]:
 
 
 def _sync_handle(session: Any, name: str) -> Session:
-    if isinstance(session, Session):
-        return session
-    kind = type(session).__name__
+    """``session`` itself, refused with a clear error when it is an ``AsyncSession`` (whose
+    methods are coroutines) or no session at all."""
     if isinstance(session, AsyncSession):
         raise TypeError(f"{name}() needs a Session; for an AsyncSession use "
                         f"`await a{name}(session)`")
-    raise TypeError(f"{name}() needs a convostore Session, not {kind}")
+    if not callable(getattr(session, "append_message", None)):
+        raise TypeError(f"{name}() needs a convostore Session, not {type(session).__name__}")
+    return cast("Session", session)
 
 
 def save_messages(session: Session, messages: Sequence[ModelMessage | dict[str, Any]]) -> int:
