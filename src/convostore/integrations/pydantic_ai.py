@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -91,14 +92,27 @@ def to_stored(
     :param after: the id of the stored message the first one follows (``""``: a root).
     :raises TypeError: an item that is not a pydantic-ai message.
     """
-    dumped = ModelMessagesTypeAdapter.dump_python(_coerce(messages), mode="json")
+    return _chained(_dump(messages), after)
+
+
+def _dump(messages: Any) -> list[dict[str, Any]]:
+    dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(
+        _coerce(messages), mode="json")
+    return dumped
+
+
+def _chain_id(previous: str, item: dict[str, Any]) -> str:
+    """A message's id: from its JSON and the id of the message before it."""
+    digest = hashlib.sha256(f"{previous}\n{dumps(item)}".encode("utf-8", "surrogatepass"))
+    return "pai-" + digest.hexdigest()[:32]
+
+
+def _chained(dumped: list[dict[str, Any]], after: str) -> list[Message]:
     out: list[Message] = []
     previous = after
     for item in dumped:
         (message,) = formats.from_pydantic_ai([item])
-        digest = hashlib.sha256(f"{previous}\n{dumps(item)}".encode("utf-8", "surrogatepass"))
-        message["id"] = "pai-" + digest.hexdigest()[:32]
-        previous = message["id"]
+        message["id"] = previous = _chain_id(previous, item)
         out.append(message)
     return out
 
@@ -141,15 +155,13 @@ def _from_stored(messages: Sequence[Message]) -> list[ModelMessage]:
 
 def _save(handle: Session, messages: Sequence[ModelMessage | dict[str, Any]]) -> int:
     """Store a history (whole or the new part of it); see the module docstring."""
-    chain = to_stored(messages)
-    if not chain:
+    dumped = _dump(messages)
+    if not dumped:
         return 0
     parent: str | None = None
-    if handle.get_message(chain[0]["id"]) is None:  # not from a stored root: the new messages
-        leaf = handle.get_latest_leaf()
-        if leaf is not None:
-            parent = str(leaf["id"])
-            chain = to_stored(messages, after=parent)
+    if handle.get_message(_chain_id("", dumped[0])) is None:  # not from a stored root
+        parent = _attach_point(handle, dumped)
+    chain = _chained(dumped, parent or "")
     start = parent
 
     def stored() -> Iterator[Message]:
@@ -163,6 +175,17 @@ def _save(handle: Session, messages: Sequence[ModelMessage | dict[str, Any]]) ->
         inserted += handle.append_message(message, parent_id=parent).inserted
         parent = message["id"]
     return inserted
+
+
+def _attach_point(handle: Session, dumped: list[dict[str, Any]]) -> str | None:
+    """Where messages that do not start at a root go: after the stored message they were
+    saved after before (a repeated save, recognised among the newest ``len + 1`` messages of
+    the active branch), else after the active leaf (None: the session is empty)."""
+    recent = list(itertools.islice(handle.history(newest_first=True), len(dumped) + 1))
+    for child, before in zip(recent, recent[1:], strict=False):
+        if _chain_id(str(before["id"]), dumped[0]) == child["id"]:
+            return str(before["id"])
+    return str(recent[0]["id"]) if recent else None
 
 
 def _load(handle: Session, leaf_id: str | None) -> list[ModelMessage]:
