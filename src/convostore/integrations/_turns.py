@@ -24,7 +24,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -49,10 +49,15 @@ class Turns:
         except BaseException:
             self._release()
             raise
-        task.add_done_callback(lambda _: self._release())
+        task.add_done_callback(self._finished)
         if mutation:
             return await outcome(task)
         return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        if not task.cancelled():
+            task.exception()  # seen: a read whose caller was cancelled logs nothing
+        self._release()
 
     async def wait_idle(self) -> None:
         """Wait until every call made before this one has finished."""
