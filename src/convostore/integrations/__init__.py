@@ -21,6 +21,9 @@ What every integration object shares (``_binding.py``, ``_shared.py``, ``_turns.
   used after ``close()`` it raises :class:`SessionClosed`, a ``RuntimeError``;
 - its async methods run their I/O on worker threads, in call order; a cancelled write
   surfaces its cancellation once the write's outcome is known.
+
+Tool results the frameworks store apart from their call (an Agents SDK
+``function_call_output``, a pydantic-ai tool return) are paired with it (``_pairing.py``).
 """
 
 from __future__ import annotations
