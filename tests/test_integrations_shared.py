@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib
+import os
 import sys
 import time
 import uuid
@@ -136,6 +137,30 @@ def test_construction_opens_nothing(tmp_path: Path) -> None:
         obj.close()
     with pytest.raises(ValueError, match="unknown scheme"):
         ConvostoreSession("a", "mysql://nowhere/db")  # a URL no engine takes: at once
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_opens_its_own_store(tmp_path: Path) -> None:
+    path = str(tmp_path / "fork.db")
+    parent = ConvostoreSession("a", path)
+    asyncio.run(write(parent, "from the parent"))
+    parent_store = sync_store(parent)
+    pid = os.fork()
+    if pid == 0:  # the child: a new object of the same URL gets a store of its own
+        code = 1
+        try:
+            child = ConvostoreSession("a", path)
+            if sync_store(child) is not parent_store and asyncio.run(read(child)) == 1:
+                asyncio.run(write(child, "from the child"))
+                child.close()
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not parent_store.closed  # the child did not close the parent's store
+    assert asyncio.run(read(parent)) == 2
+    parent.close()
 
 
 def test_open_options_need_a_url(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ still open closes at interpreter exit (``atexit``).
 - A release inside a running event loop closes the store on a thread of its own, so the loop
   never waits on the database; a caller that needs the same key meanwhile waits (on its own
   thread) until that close is done, so connections of the old and the new store never add up.
+- A forked child (a pre-forking server's worker) starts with no shared store: the parent's
+  stay the parent's, and the child opens its own.
 """
 
 from __future__ import annotations
@@ -152,6 +154,20 @@ def _close(entry: _Entry, done: threading.Event) -> None:
                 del _busy[entry.key]
             _closers.discard(threading.current_thread())
         done.set()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child, stores opened by the parent are the parent's (their connections
+    too): forget them, unclosed, so the child opens its own."""
+    global _lock
+    _lock = threading.Lock()
+    _entries.clear()
+    _busy.clear()
+    _closers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def open_count() -> int:
