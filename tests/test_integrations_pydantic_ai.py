@@ -23,6 +23,7 @@ from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     BinaryContent,
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     TextPart,
@@ -33,7 +34,9 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from pydantic_ai.models.test import TestModel  # noqa: E402
 
+from convostore.integrations import SessionClosed  # noqa: E402
 from convostore.integrations.pydantic_ai import (  # noqa: E402
+    ConvostoreMessageHistory,
     aload_messages,
     asave_messages,
     load_messages,
@@ -153,3 +156,116 @@ def test_missing_pydantic_ai_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delitem(sys.modules, "convostore.integrations.pydantic_ai")
     with pytest.raises(MissingDependency, match=r"pip install 'convostore\[pydantic-ai\]'"):
         importlib.import_module("convostore.integrations.pydantic_ai")
+
+
+# --- the pattern of pydantic-ai's docs: new_messages() after each run (issue 19) ------------
+
+
+def test_new_messages_saved_after_each_run_chain_onto_the_conversation(store: Sessions) -> None:
+    session = store.session("docs")
+    agent = weather_agent(TestModel())
+    history: list[ModelMessage] = []
+    for prompt in ("One.", "Two.", "Three."):
+        result = agent.run_sync(prompt, message_history=load_messages(session))
+        assert save_messages(session, result.new_messages()) == len(result.new_messages())
+        history = result.all_messages()
+    assert load_messages(session) == history  # all three turns, in order
+    assert len(store.session("docs").get_roots()) == 1
+    # saving the whole history now (or a turn again) stores nothing twice
+    assert save_messages(session, history) == 0
+    assert save_messages(session, result.new_messages()) == 0
+    assert len(store.session("docs").get_history()) == len(history)
+
+
+def test_all_messages_and_new_messages_mix(store: Sessions) -> None:
+    session = store.session("mix")
+    agent = weather_agent(TestModel())
+    first = agent.run_sync("One.")
+    assert save_messages(session, first.all_messages()) == 4
+    second = agent.run_sync("Two.", message_history=load_messages(session))
+    assert save_messages(session, second.new_messages()) == len(second.new_messages())
+    third = agent.run_sync("Three.", message_history=load_messages(session))
+    assert save_messages(session, third.all_messages()) == len(third.new_messages())
+    assert load_messages(session) == third.all_messages()
+
+
+def test_a_tool_return_is_paired_with_its_call(store: Sessions) -> None:
+    session = store.session("pair")
+    agent = weather_agent(TestModel())
+    result = agent.run_sync("Weather?")
+    save_messages(session, result.all_messages())
+    assert load_messages(session) == result.all_messages()
+    stored = store.session("pair").get_history()
+    returns = [p for m in stored for p in m["parts"] if p.get("state") == "output-available"]
+    assert len(returns) == 1
+    (part,) = returns
+    assert part["toolName"] == "get_weather"
+    assert part["input"] == {"city": "a"}  # TestModel's made-up argument
+    assert part["callProviderMetadata"]["convostore"]["callMessage"] == stored[1]["id"]
+
+
+def test_plain_dicts_are_converted_or_refused(store: Sessions) -> None:
+    session = store.session("dicts")
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("Hi")]),
+        ModelResponse(parts=[TextPart("Hello.")]),
+    ]
+    dumped = ModelMessagesTypeAdapter.dump_python(history, mode="json")
+    assert save_messages(session, dumped) == 2
+    assert load_messages(session) == history
+    assert save_messages(session, history) == 0  # the same messages, as objects
+    with pytest.raises(TypeError, match=r"messages\[0\] is a dict but not a pydantic-ai "
+                                        r"message in JSON form"):
+        save_messages(session, [{"role": "user", "content": "hi"}])
+    with pytest.raises(TypeError, match=r"messages\[1\] must be a pydantic-ai ModelMessage"):
+        save_messages(session, [history[0], "hello"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="messages must be a list"):
+        save_messages(session, history[0])  # type: ignore[arg-type]
+    assert len(store.session("dicts").get_history()) == 2  # nothing more written
+
+
+def test_the_sync_helpers_refuse_an_async_session(tmp_path: Path) -> None:
+    from convostore.aio import AsyncSessions
+
+    async def main() -> None:
+        async with AsyncSessions.open(str(tmp_path / "a.db")) as store:
+            session = store.session("u")
+            with pytest.raises(TypeError, match=r"await aload_messages\(session\)"):
+                load_messages(session)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"await asave_messages\(session\)"):
+                save_messages(session, [])  # type: ignore[arg-type]
+
+    asyncio.run(main())
+    with pytest.raises(TypeError, match="needs a convostore Session, not str"):
+        load_messages("u")  # type: ignore[arg-type]
+
+
+def test_async_helpers_take_a_sync_session_too(store: Sessions) -> None:
+    session = store.session("either")
+    agent = weather_agent(TestModel())
+
+    async def main() -> None:
+        result = await agent.run("Hi", message_history=await aload_messages(session))
+        assert await asave_messages(session, result.new_messages()) == 4
+        assert await aload_messages(session) == result.all_messages()
+
+    asyncio.run(main())
+
+
+def test_message_history_object(tmp_path: Path) -> None:
+    path = str(tmp_path / "h.db")
+    agent = weather_agent(TestModel())
+    with ConvostoreMessageHistory("u", path) as history:
+        result = agent.run_sync("Hi", message_history=history.load_messages())
+        assert history.save_messages(result.new_messages()) == 4
+        assert [h.role for h in history.search("Hi")] == ["user"]
+
+    async def main() -> None:
+        async with ConvostoreMessageHistory("u", path) as again:
+            second = await agent.run("More", message_history=await again.aload_messages())
+            await again.asave_messages(second.new_messages())
+            assert await again.aload_messages() == second.all_messages()
+
+    asyncio.run(main())
+    with pytest.raises(SessionClosed, match="ConvostoreMessageHistory is closed"):
+        history.load_messages()

@@ -32,7 +32,7 @@ from . import _limits, codec
 from ._lazy_table import LazyTable
 from ._rows import reassemble
 from .backends.base import Backend, Ops, ScannedRow
-from .model import SearchResult
+from .model import Message, SearchResult
 
 _STEP_ROWS = (10, 100, 1_000)
 """Rows per build step: the fewest, the first, the most. Each step adjusts the next one's size
@@ -55,8 +55,12 @@ index when it began (messages written during the build are indexed by their writ
 class SearchIndex:
     """The search index of one backend: readiness, stepwise creation and queries."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(
+        self, backend: Backend, text: Callable[[Message], str] = codec.message_text
+    ) -> None:
+        """:param text: what the index holds for a message (the store's ``index_text``)."""
         self._backend = backend
+        self._text = text
         self._table = LazyTable(backend, lambda ops: ops.fts_exists(), _create)
         self._built = False
         self._lock = threading.RLock()  # a progress callback may search
@@ -143,7 +147,7 @@ class SearchIndex:
             if cursor is None:
                 return 0, True  # another builder (thread or process) finished it
             batch = ops.scan_rows(_decode(cursor), limit)
-            _index(ops, batch)
+            _index(ops, batch, self._text)
             if len(batch) < limit:
                 ops.fts_set_cursor(None)
                 return len(batch), True
@@ -170,8 +174,8 @@ def restart_backfill(ops: Ops) -> None:
     ops.fts_set_cursor(_START)
 
 
-def _index(ops: Ops, batch: Sequence[ScannedRow]) -> None:
-    """Index the text parts of scanned rows (continuation rows joined), replacing entries."""
+def _index(ops: Ops, batch: Sequence[ScannedRow], text_of: Callable[[Message], str]) -> None:
+    """Index the text of scanned rows (continuation rows joined), replacing entries."""
     by_session: dict[str, list[tuple[Any, str]]] = {}
     for sid, row, role in batch:
         by_session.setdefault(sid, []).append((row, role))
@@ -184,7 +188,7 @@ def _index(ops: Ops, batch: Sequence[ScannedRow]) -> None:
             except ValueError:
                 continue
             if codec.is_valid_stored(value):
-                text = codec.message_text(value)
+                text = text_of(value)
                 if text:
                     entries.append((sid, row.id, role, text))
     if entries:

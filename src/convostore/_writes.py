@@ -176,7 +176,7 @@ class Writer:
         mid = message["id"]
         if replace:
             ops.fts_delete(self._sid, [mid])
-        text = codec.message_text(message)
+        text = self._core.index_text(message)
         if text:
             ops.fts_insert([(self._sid, mid, message["role"], text)])
 

@@ -143,6 +143,7 @@ class AsyncSessions:
         listen_url: str | None = None,
         partitions: int | None = None,
         transaction_pooler: bool | None = None,
+        search_tool_output: bool = False,
     ) -> _Opening:
         """Async twin of :meth:`Sessions.open <convostore.Sessions.open>`, same options.
 
@@ -165,6 +166,7 @@ class AsyncSessions:
             listen_url=listen_url,
             partitions=partitions,
             transaction_pooler=transaction_pooler,
+            search_tool_output=search_tool_output,
         )
         workers = worker_count(url, pool=pool, pool_size=pool_size)
         return _Opening(functools.partial(cls._open, opener, workers))

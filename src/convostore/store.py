@@ -40,11 +40,13 @@ class Sessions:
         reserved_metadata_keys: Iterable[str] = (),
         token_counter: TokenCounter | None = None,
         change_log_size: int | None = DEFAULT_LOG_SIZE,
+        search_tool_output: bool = False,
     ) -> None:
         """Wrap an open backend (use :meth:`open` instead)."""
         self._core = StoreCore(backend, reserved_metadata_keys=reserved_metadata_keys,
                                token_counter=token_counter,
-                               change_log_size=check_log_size(change_log_size))
+                               change_log_size=check_log_size(change_log_size),
+                               search_tool_output=search_tool_output)
         # Handles live while a caller holds them; configured ones also in ``_kept`` (see session).
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._kept: dict[str, Session] = {}
@@ -67,6 +69,7 @@ class Sessions:
         listen_url: str | None = None,
         partitions: int | None = None,
         transaction_pooler: bool | None = None,
+        search_tool_output: bool = False,
     ) -> Sessions:
         """Open a store.
 
@@ -96,6 +99,11 @@ class Sessions:
             transaction-mode pooler such as PgBouncer: no prepared statements, no session state
             (the schema is set inside every transaction, never on the connection). A pooler
             cannot be told from a server reliably, so say it; see ``docs/scaling.md``.
+        :param search_tool_output: also index the text of tool results (a tool part's
+            ``output``, or ``errorText``), so a search finds what tools returned. Off by
+            default: it grows the index, by about the size of the tool outputs' text. It
+            applies to what is indexed from then on (messages written, and an index built);
+            open every store of one database with the same value.
         """
         log_size = check_log_size(change_log_size)
         backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,
@@ -103,7 +111,8 @@ class Sessions:
                                listen_url=listen_url, partitions=partitions,
                                transaction_pooler=transaction_pooler)
         return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
-                   token_counter=token_counter, change_log_size=log_size)
+                   token_counter=token_counter, change_log_size=log_size,
+                   search_tool_output=search_tool_output)
 
     def __repr__(self) -> str:
         return self._core.describe()

@@ -18,7 +18,11 @@ Four formats, both directions (plain JSON in, plain JSON out; no SDK is imported
 - A tool call and its result share one ``tool-<name>`` part (``toolCallId``, ``state``, ``input``,
   ``output``), paired by call id; the assistant turn that called it, the results and the turn that
   read them form one assistant UIMessage, steps separated by ``step-start`` parts. A result whose
-  call is not in the same turn becomes a ``dynamic-tool`` part with ``input`` ``None``.
+  call is not in the same turn becomes a ``dynamic-tool`` part with ``input`` ``None``; when
+  the integrations find that call in an earlier stored message, they give the part the call's
+  name and ``input`` and name the call's message under
+  ``callProviderMetadata.convostore.callMessage`` (:data:`CALL_MESSAGE_KEY`): renderers then
+  render it as that call's result only.
 - Arguments given as a JSON string are parsed into ``input``; the original string is kept under
   ``callProviderMetadata.convostore.arguments`` whenever re-serialising would not give it back.
 - Reasoning (OpenAI reasoning items with ``encrypted_content``, Anthropic ``thinking`` with its
@@ -40,14 +44,15 @@ from __future__ import annotations
 
 from . import _anthropic, _openai_chat, _openai_responses, _pydantic_ai
 from ._anthropic import from_anthropic, to_anthropic, to_anthropic_system
+from ._base import CALL_MESSAGE_KEY, RAW_PART_TYPE
 from ._base import JSON as JSON  # public before formats became a package, not in __all__
-from ._base import RAW_PART_TYPE
 from ._base import Part as Part  # likewise
 from ._openai_chat import from_openai_chat, to_openai_chat
 from ._openai_responses import from_openai_responses, to_openai_responses
 from ._pydantic_ai import from_pydantic_ai, to_pydantic_ai
 
 __all__ = [
+    "CALL_MESSAGE_KEY",
     "FORMATS",
     "RAW_PART_TYPE",
     "from_anthropic",

@@ -97,8 +97,20 @@ def name_of(part: Part) -> str:
     return name
 
 
+CALL_MESSAGE_KEY = "callMessage"
+"""Under ``callProviderMetadata.convostore``: the id of the earlier message holding the call of
+a result part (the result carries the call's name and input, but the call is rendered from its
+own message)."""
+
+
 def has_call(part: Part) -> bool:
-    """Whether a tool part has a call to render (a result without its call has ``input`` None)."""
+    """Whether a tool part has a call to render (a result without its call has ``input`` None;
+    a result paired with a call stored in another message names that message)."""
+    meta = part.get("callProviderMetadata")
+    if isinstance(meta, dict) and isinstance(meta.get(KEY), dict) and isinstance(
+        meta[KEY].get(CALL_MESSAGE_KEY), str
+    ):
+        return False
     return part.get("input") is not None or part.get("type") != "dynamic-tool"
 
 

@@ -5,9 +5,15 @@ usable with ``RunnableWithMessageHistory`` or directly::
 
     from convostore.integrations.langchain import ConvostoreChatMessageHistory
 
-    history = ConvostoreChatMessageHistory("user-42", "chat.db")
-    history.add_messages([HumanMessage("hi"), AIMessage("hello")])
-    history.messages  # -> [HumanMessage('hi'), AIMessage('hello')]
+    with ConvostoreChatMessageHistory("user-42", "chat.db") as history:
+        history.add_messages([HumanMessage("hi"), AIMessage("hello")])
+        history.messages  # -> [HumanMessage('hi'), AIMessage('hello')]
+
+Given a URL, histories of one process share one store per URL and options, opened on first use
+(off the event loop for the async methods) and closed with its last user, so the factory that
+``RunnableWithMessageHistory`` calls per request may build a new history each time, even inside
+``ainvoke``. Use it as a context manager or call :meth:`~ConvostoreChatMessageHistory.close`;
+after that, calls raise :class:`~convostore.integrations.SessionClosed`.
 
 Each LangChain message is one stored message: its ``messages_to_dict`` form goes in a
 ``data-langchain`` part (lossless: tool calls, ids, metadata, usage), and a string ``content``
@@ -24,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..codec import new_message_id
 from ..model import Message, SearchResult
-from . import _Binding, missing
+from . import missing
+from ._binding import Binding
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
     from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise missing("LangChain", "langchain", exc) from exc
+    raise missing("langchain", "LangChain", "langchain-core", "langchain") from exc
 
 if TYPE_CHECKING:
     from ..aio import AsyncSession, AsyncSessions
@@ -95,12 +102,14 @@ class ConvostoreChatMessageHistory(BaseChatMessageHistory):
     """LangChain's chat message history over a convostore session.
 
     :param session_id: the conversation's id (also the convostore session id).
-    :param store: a URL or path (opened here; :meth:`close` closes it), an open
-        :class:`~convostore.Sessions` or an open :class:`~convostore.aio.AsyncSessions`.
+    :param store: a URL or path (the process's shared store for it is used from the first
+        call; :meth:`close` gives it back), an open :class:`~convostore.Sessions` or an open
+        :class:`~convostore.aio.AsyncSessions`. A store given as an object is never closed here.
     :param open_options: passed to :meth:`Sessions.open` when ``store`` is a URL.
 
-    ``messages`` reads the active branch, oldest first; async methods run the same work on a
-    worker thread.
+    ``messages`` reads the active branch, oldest first. The async methods run the same work on
+    a worker thread, one call at a time in call order. Use it as a context manager (``with`` or
+    ``async with``) or call :meth:`close`.
     """
 
     def __init__(
@@ -109,64 +118,103 @@ class ConvostoreChatMessageHistory(BaseChatMessageHistory):
         store: str | os.PathLike[str] | Sessions | AsyncSessions,
         **open_options: Any,
     ) -> None:
-        self._binding = _Binding(store, session_id, open_options)
-        self._handle = self._binding.handle
+        self._binding = Binding(store, session_id, open_options,
+                                kind="ConvostoreChatMessageHistory")
         self.session_id = session_id
         """The conversation's id."""
 
     def __repr__(self) -> str:
-        return f"<ConvostoreChatMessageHistory {self.session_id!r} on {self._handle!r}>"
+        state = "closed" if self._binding.closed else "open"
+        return f"<ConvostoreChatMessageHistory {self.session_id!r} {state}>"
 
     @property
     def session(self) -> Session | AsyncSession:
-        """The underlying convostore session (an ``AsyncSession`` for an async store)."""
+        """The underlying convostore session (an ``AsyncSession`` for an async store).
+
+        For a store given as a URL, the first use opens the shared store (blocking).
+        """
         return self._binding.public
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Every message of the active branch, oldest first."""
-        return self._read()
-
-    def _read(self) -> list[BaseMessage]:
-        out: list[BaseMessage] = []
-        for message in self._handle.history():
-            converted = from_stored(message)
-            if converted is not None:
-                out.append(converted)
-        return out
-
-    def _write(self, messages: Sequence[BaseMessage]) -> None:
-        stored = [to_stored(m) for m in messages]  # all converted before anything is written
-        self._handle.append_messages(stored)  # one transaction, chained in order
+        return self._binding.call_sync(_read)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append messages in order, in one transaction."""
-        self._write(list(messages))
+        """Append messages in order, in one transaction (all converted before the first is
+        written)."""
+        self._binding.call_sync(_write, list(messages))
 
     def add_message(self, message: BaseMessage) -> None:
         """Append one message."""
-        self._write([message])
+        self._binding.call_sync(_write, [message])
 
     def clear(self) -> None:
         """Delete every message of this session."""
-        self._handle.clear_messages()
+        self._binding.call_sync(_clear)
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async twin of :attr:`messages`."""
-        return await self._binding.run(self._read)
+        return await self._binding.call(_read)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Async twin of :meth:`add_messages`."""
-        await self._binding.run(self._write, list(messages))
+        """Async twin of :meth:`add_messages`; cancelled, it raises once the write's outcome is
+        known."""
+        await self._binding.call(_write, list(messages), mutation=True)
 
     async def aclear(self) -> None:
         """Async twin of :meth:`clear`."""
-        await self._binding.run(self._handle.clear_messages)
+        await self._binding.call(_clear, mutation=True)
 
     def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Full-text search of this conversation's text, best match first."""
-        return self._handle.search(query, limit=limit)
+        return self._binding.call_sync(_search, query, limit)
+
+    async def asearch(self, query: str, *, limit: int = 20) -> list[SearchResult]:
+        """Async twin of :meth:`search`."""
+        return await self._binding.call(_search, query, limit)
 
     def close(self) -> None:
-        """Close the store if this object opened it (from a URL); otherwise do nothing."""
+        """Stop using the store: a shared store (from a URL) is given back and closed with its
+        last user; a store given as an object stays open. Later calls raise
+        :class:`~convostore.integrations.SessionClosed`. Idempotent."""
         self._binding.close()
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`: waits for this history's async calls made before it,
+        and closes a store off the event loop."""
+        await self._binding.aclose()
+
+    def __enter__(self) -> ConvostoreChatMessageHistory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ConvostoreChatMessageHistory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _read(handle: Session) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for message in handle.history():
+        converted = from_stored(message)
+        if converted is not None:
+            out.append(converted)
+    return out
+
+
+def _write(handle: Session, messages: Sequence[BaseMessage]) -> None:
+    stored = [to_stored(m) for m in messages]  # all converted before anything is written
+    handle.append_messages(stored)  # one transaction, chained in order
+
+
+def _clear(handle: Session) -> None:
+    handle.clear_messages()
+
+
+def _search(handle: Session, query: str, limit: int) -> list[SearchResult]:
+    return handle.search(query, limit=limit)

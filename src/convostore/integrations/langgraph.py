@@ -51,7 +51,7 @@ try:
     from ._checkpoints import STORAGE_PREFIX, Checkpoints
     from ._langgraph_mirror import mirror_session_id
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise missing("LangGraph", "langgraph", exc) from exc
+    raise missing("langgraph", "LangGraph", "langgraph", "langgraph") from exc
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig

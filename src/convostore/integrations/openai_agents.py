@@ -9,35 +9,54 @@ compaction overlays and PostgreSQL::
     from agents import Agent, Runner
     from convostore.integrations.openai_agents import ConvostoreSession
 
-    session = ConvostoreSession("user-42", "chat.db")
-    result = await Runner.run(agent, "hi", session=session)
+    async with ConvostoreSession("user-42", "chat.db") as session:
+        result = await Runner.run(agent, "hi", session=session)
+
+Given a URL, sessions of one process share one store per URL and options (opened on the first
+call, off the event loop; closed with its last user), so a request handler may build one per
+request; a service may also open the store once and pass it. The semantics are the SDK's own
+``SQLiteSession``'s: ``session_settings`` checked as the SDK checks them (an unknown key is a
+``TypeError``), calls of one session never overtake each other (a cancelled ``add_items``
+raises only once its write's outcome is known), an item JSON cannot hold is a ``TypeError``,
+and use after ``close()`` raises :class:`~convostore.integrations.SessionClosed`, a
+``RuntimeError``.
 
 Each input item is one stored message, converted with
 :func:`convostore.formats.from_openai_responses`: text is searchable, images and files leave the
 row, reasoning items keep their ``encrypted_content``, and :meth:`~ConvostoreSession.get_items`
-gives every item back exactly as it was added (``==``). Messages written to the same convostore
-session by other means (a UI, a compaction overlay) are rendered into items from their parts.
+gives every item back exactly as it was added (``==``). A ``function_call_output`` is paired
+with its call (found among the items added with it, or the newest stored ones): its part carries
+the tool's name and input, so ``convostore show`` and the other formats read it as that call's
+result. Messages written to the same convostore session by other means (a UI, a compaction
+overlay) are rendered into items from their parts.
 
 Needs ``pip install 'convostore[openai-agents]'``.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import formats
-from ..model import Message, SearchResult
-from . import _Binding, missing
+from .._parts import compact_json
+from ..model import UNSET, Message, SearchResult, Unset
+from . import missing
+from ._binding import Binding
+from ._pairing import pair_results
 
 try:
     from agents.items import TResponseInputItem
-    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise missing("the OpenAI Agents SDK", "openai-agents", exc) from exc
+    raise missing("openai_agents", "the OpenAI Agents SDK", "openai-agents",
+                  "openai-agents") from exc
 
 if TYPE_CHECKING:
     from ..aio import AsyncSession, AsyncSessions
@@ -45,8 +64,6 @@ if TYPE_CHECKING:
     from ..store import Sessions
 
 __all__ = ["ConvostoreSession"]
-
-T = TypeVar("T")
 
 
 class _Root:
@@ -60,16 +77,20 @@ class ConvostoreSession:
     """The OpenAI Agents SDK ``Session`` protocol over a convostore session.
 
     :param session_id: the conversation's id (also the convostore session id).
-    :param store: a URL or path (the session opens a store and :meth:`close` closes it), an open
-        :class:`~convostore.Sessions`, or an open :class:`~convostore.aio.AsyncSessions` (then
-        use this object from the event loop that opened that store).
-    :param session_settings: the SDK's ``SessionSettings`` (or a dict); its ``limit`` is the
-        default of :meth:`get_items`.
-    :param open_options: passed to :meth:`Sessions.open` when ``store`` is a URL.
+    :param store: a URL or path (the process's shared store for it is used from the first
+        call; :meth:`close` gives it back), an open :class:`~convostore.Sessions`, or an open
+        :class:`~convostore.aio.AsyncSessions` (then use this object from the event loop that
+        opened that store). A store given as an object is never closed here.
+    :param session_settings: the SDK's ``SessionSettings`` or a dict of its fields (an unknown
+        key raises ``TypeError: Unknown session settings``); its ``limit`` is the default of
+        :meth:`get_items`.
+    :param open_options: passed to :meth:`Sessions.open` when ``store`` is a URL (part of what
+        makes two sessions share a store).
 
-    Calls run on a worker thread (``asyncio.to_thread``, or the async store's workers), so the
-    event loop never waits on the database, and one object works under ``Runner.run``,
-    ``Runner.run_sync`` and ``Runner.run_streamed`` alike.
+    Calls run on a worker thread (``asyncio.to_thread``, or the async store's workers), one at
+    a time in call order, so the event loop never waits on the database, and one object works
+    under ``Runner.run``, ``Runner.run_sync`` and ``Runner.run_streamed`` alike. Use it as a
+    context manager (``with`` or ``async with``) or call :meth:`close`.
     """
 
     session_settings: SessionSettings | None
@@ -82,30 +103,29 @@ class ConvostoreSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         **open_options: Any,
     ) -> None:
-        self._binding = _Binding(store, session_id, open_options)
-        self._handle = self._binding.handle
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self._binding = Binding(store, session_id, open_options, kind="ConvostoreSession")
         self.session_id = session_id
         """The conversation's id."""
-        if session_settings is None:
-            self.session_settings = SessionSettings()
-        elif isinstance(session_settings, dict):
-            self.session_settings = SessionSettings(**session_settings)
-        else:
-            self.session_settings = session_settings
         # Where the next item goes and what get_items() shows after branch_from():
         # None = the active leaf; _ROOT = an empty view; a message id = that message.
         self._view: str | _Root | None = None
 
     def __repr__(self) -> str:
-        return f"<ConvostoreSession {self.session_id!r} on {self._handle!r}>"
+        state = "closed" if self._binding.closed else "open"
+        return f"<ConvostoreSession {self.session_id!r} {state}>"
 
     @property
     def session(self) -> Session | AsyncSession:
-        """The underlying convostore session (an ``AsyncSession`` for an async store)."""
-        return self._binding.public
+        """The underlying convostore session (an ``AsyncSession`` for an async store).
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self._binding.run(fn, *args)
+        For a store given as a URL, the first use opens the shared store (blocking).
+        """
+        return self._binding.public
 
     # --- the Session protocol -----------------------------------------------------------------
 
@@ -116,14 +136,21 @@ class ConvostoreSession:
             (``None`` there too: all). A limited read walks back from the newest message and
             reads only the rows it returns.
         """
-        return await self._run(self._get_items, resolve_session_limit(limit,
-                                                                      self.session_settings))
+        resolved = resolve_session_limit(limit, self.session_settings)
+        return await self._binding.call(self._get_items, resolved)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append items in order, one stored message each (one transaction per item)."""
+        """Append items in order, one stored message each.
+
+        Every item is checked and converted before anything is written: one that is not a
+        dict, or holds a value JSON cannot (an object, bytes), raises ``TypeError``. Cancelled,
+        the call raises ``CancelledError`` once the write's outcome is known, so a later call
+        never overtakes it.
+        """
+        self._binding.check()  # before the empty-list shortcut, as the SDK does
         if not items:
             return
-        await self._run(self._add_items, list(items))
+        await self._binding.call(self._add_items, list(items), mutation=True)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item, or None when there is none.
@@ -131,11 +158,11 @@ class ConvostoreSession:
         After :meth:`branch_from`, the item is only taken out of this branch's view: the
         message stays for the branch it was shared with.
         """
-        return await self._run(self._pop_item)
+        return await self._binding.call(self._pop_item, mutation=True)
 
     async def clear_session(self) -> None:
         """Delete every item of this session (every branch)."""
-        await self._run(self._clear)
+        await self._binding.call(self._clear, mutation=True)
 
     # --- beyond the protocol ------------------------------------------------------------------
 
@@ -149,32 +176,54 @@ class ConvostoreSession:
         Until the next :meth:`add_items`, :meth:`get_items` shows the history up to that item;
         the first item added becomes its child, and the branch is then the active one.
         """
-        return await self._run(self._branch_from, item)
+        return await self._binding.call(self._branch_from, item, mutation=True)
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
-        """Full-text search of this conversation's text (every branch), best match first."""
-        return await self._run(functools.partial(self._handle.search, limit=limit), query)
+        """Full-text search of this conversation's text (every branch), best match first.
+
+        Tool outputs are found when the store was opened with ``search_tool_output=True``.
+        """
+        return await self._binding.call(_search, query, limit)
 
     def close(self) -> None:
-        """Close the store if this object opened it (from a URL); otherwise do nothing."""
+        """Stop using the store: a shared store (from a URL) is given back and closed with its
+        last user; a store given as an object stays open. Later calls raise
+        :class:`~convostore.integrations.SessionClosed` (a ``RuntimeError``). Idempotent."""
         self._binding.close()
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`: waits for this session's calls made before it, and
+        closes a store off the event loop."""
+        await self._binding.aclose()
+
+    def __enter__(self) -> ConvostoreSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ConvostoreSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # --- the work, on a worker thread ---------------------------------------------------------
 
     def _leaf_id(self) -> str | None:
         return self._view if isinstance(self._view, str) else None
 
-    def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
+    def _get_items(self, handle: Session, limit: int | None) -> list[TResponseInputItem]:
         if self._view is _ROOT:
             return []
         leaf = self._leaf_id()
         if limit is None or limit < 0:
-            messages = list(self._handle.history(leaf_id=leaf))
+            messages = list(handle.history(leaf_id=leaf))
         elif limit == 0:
             return []
         else:
             messages = list(
-                itertools.islice(self._handle.history(leaf_id=leaf, newest_first=True), limit)
+                itertools.islice(handle.history(leaf_id=leaf, newest_first=True), limit)
             )
             messages.reverse()
         items: list[TResponseInputItem] = []
@@ -184,50 +233,46 @@ class ConvostoreSession:
             items = items[-limit:]
         return items
 
-    def _add_items(self, items: list[TResponseInputItem]) -> None:
-        messages: list[Message] = []  # all converted before anything is written
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise TypeError(f"items[{i}] must be a dict, not {type(item).__name__}")
-            (message,) = formats.from_openai_responses([cast("dict[str, Any]", item)])
-            messages.append(message)
-        for message in messages:
-            if self._view is None:
-                self._handle.append_message(message)
-            else:
-                parent = self._view if isinstance(self._view, str) else None
-                self._handle.append_message(message, parent_id=parent)
-                self._view = None  # the new message is the active leaf now
+    def _add_items(self, handle: Session, items: list[TResponseInputItem]) -> None:
+        messages = [_message(i, item) for i, item in enumerate(items)]  # all checked first
+        leaf = self._leaf_id()
+        if self._view is not _ROOT:
+            pair_results(messages, lambda: handle.history(leaf_id=leaf, newest_first=True))
+        else:
+            pair_results(messages, lambda: iter(()))
+        parent: str | None | Unset = UNSET if self._view is None else leaf
+        _write(handle, messages, parent)
+        self._view = None  # the new messages end the active branch now
 
-    def _pop_item(self) -> TResponseInputItem | None:
+    def _pop_item(self, handle: Session) -> TResponseInputItem | None:
         if self._view is _ROOT:
             return None
         if isinstance(self._view, str):
             path = list(itertools.islice(
-                self._handle.history(leaf_id=self._view, newest_first=True), 2))
+                handle.history(leaf_id=self._view, newest_first=True), 2))
             if not path:
                 self._view = _ROOT
                 return None
             self._view = path[1]["id"] if len(path) > 1 else _ROOT
             items = _items(path[0])
             return items[-1] if items else None
-        leaf = self._handle.get_latest_leaf()
+        leaf = handle.get_latest_leaf()
         if leaf is None:
             return None
-        self._handle.delete_messages([leaf["id"]])
+        handle.delete_messages([leaf["id"]])
         items = _items(leaf)
         return items[-1] if items else None
 
-    def _clear(self) -> None:
-        self._handle.clear_messages()
+    def _clear(self, handle: Session) -> None:
+        handle.clear_messages()
         self._view = None
 
-    def _branch_from(self, item: int | str | None) -> str | None:
+    def _branch_from(self, handle: Session, item: int | str | None) -> str | None:
         if item is None:
             self._view = _ROOT
             return None
         if isinstance(item, str):
-            if self._handle.get_message(item) is None:
+            if handle.get_message(item) is None:
                 raise KeyError(f"no message {item!r} in session {self.session_id!r}")
             self._view = item
             return item
@@ -235,16 +280,44 @@ class ConvostoreSession:
             raise TypeError(f"branch_from() takes an index, an id or None, not {item!r}")
         if self._view is _ROOT:
             raise IndexError(f"no item at index {item}: the history is empty")
-        leaf = self._leaf_id()
-        if item >= 0:
-            found = next(itertools.islice(self._handle.history(leaf_id=leaf), item, None), None)
-        else:
-            found = next(itertools.islice(
-                self._handle.history(leaf_id=leaf, newest_first=True), -item - 1, None), None)
+        found = _nth(handle, self._leaf_id(), item)
         if found is None:
             raise IndexError(f"no item at index {item}")
         self._view = found["id"]
         return str(found["id"])
+
+
+def _nth(handle: Session, leaf: str | None, index: int) -> Message | None:
+    """The message at ``index`` of the branch ending at ``leaf`` (negative: from the end)."""
+    if index >= 0:
+        messages: Iterator[Message] = iter(handle.history(leaf_id=leaf))
+        return next(itertools.islice(messages, index, None), None)
+    newest = iter(handle.history(leaf_id=leaf, newest_first=True))
+    return next(itertools.islice(newest, -index - 1, None), None)
+
+
+def _search(handle: Session, query: str, limit: int) -> list[SearchResult]:
+    return handle.search(query, limit=limit)
+
+
+def _message(index: int, item: Any) -> Message:
+    """The stored message of one item; ``TypeError`` for an item that is not a JSON object."""
+    if not isinstance(item, dict):
+        raise TypeError(f"items[{index}] must be a dict, not {type(item).__name__}")
+    try:
+        compact_json(item, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"items[{index}] is not JSON serializable: {exc}") from exc
+    (message,) = formats.from_openai_responses([cast("dict[str, Any]", item)])
+    return message
+
+
+def _write(handle: Session, messages: list[Message], parent: str | None | Unset) -> None:
+    """The one place ``add_items`` writes: the messages in order, the first under ``parent``
+    (UNSET: the active leaf), each next one under the one before."""
+    for message in messages:
+        handle.append_message(message, parent_id=parent)
+        parent = UNSET
 
 
 def _items(message: Message) -> list[TResponseInputItem]:

@@ -1,0 +1,159 @@
+"""One convostore session as an integration object uses it: where the store comes from, how a
+call runs off the event loop, in which order, and what happens after ``close()``.
+
+Every integration is written once, as sync functions of a :class:`~convostore.Session`
+(``fn(handle, *args)``); :class:`Binding` runs them:
+
+- from sync code, directly (:meth:`Binding.call_sync`);
+- from async code, on a worker thread (the async store's workers, or ``asyncio.to_thread``),
+  one at a time in call order, a cancelled mutation surfacing only once its outcome is known
+  (:meth:`Binding.call`, see :mod:`._turns`).
+
+A store given as a URL or path is not opened by the constructor: the first call leases the
+process's shared store for that URL and options (``_shared.py``), on the worker thread for an
+async call, so constructing an integration object inside a coroutine does no I/O. ``close()``
+gives the lease back (the last one closes the store), and so does garbage collection of an
+object nobody closed. A store given as an object is the caller's: it is never closed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..aio import AsyncSession, AsyncSessions
+from ..backends._engines import parse_url
+from ..errors import StoreClosed
+from ..session import Session
+from ..store import Sessions
+from ._shared import Lease, acquire
+from ._turns import Turns
+
+T = TypeVar("T")
+
+
+class SessionClosed(StoreClosed, RuntimeError):
+    """An integration object (``ConvostoreSession``, a LangChain history, a pydantic-ai
+    history) was used after ``close()``. A ``RuntimeError``, as the Agents SDK's own sessions
+    raise, and a :class:`~convostore.StoreClosed`."""
+
+
+class Binding:
+    """The session an integration object works on, and how its calls run.
+
+    :param store: a URL or path (the shared store is leased on first use), an open
+        :class:`~convostore.Sessions` or an open :class:`~convostore.aio.AsyncSessions`.
+    :param session_id: the convostore session id.
+    :param open_options: :meth:`Sessions.open` options, only with a URL or path.
+    :param kind: the integration's class name, for error messages.
+    """
+
+    def __init__(
+        self, store: Any, session_id: str, open_options: dict[str, Any], *, kind: str
+    ) -> None:
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
+        self.session_id = session_id
+        self.kind = kind
+        self._lock = threading.Lock()
+        self._turns = Turns()
+        self._closed = False
+        self._url: str | os.PathLike[str] | None = None
+        self._options: dict[str, Any] = {}
+        self._lease: Lease | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._handle: Session | None = None
+        self._async: AsyncSession | None = None
+        self.async_store: AsyncSessions | None = None
+        """The async store the calls run on, when one was given."""
+        if isinstance(store, (str, os.PathLike)):
+            parse_url(store)  # a URL no engine takes fails here, with no I/O
+            self._url, self._options = store, dict(open_options)
+            return
+        if open_options:
+            raise TypeError("open options apply only when the store is given as a URL")
+        if isinstance(store, Sessions):
+            self._handle = store.session(session_id)
+        elif isinstance(store, AsyncSessions):
+            self.async_store = store
+            self._async = store.session(session_id)
+            self._handle = self._async.sync
+        else:
+            raise TypeError(
+                "store must be a URL, a path, a Sessions or an AsyncSessions, "
+                f"not {type(store).__name__}"
+            )
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def check(self) -> None:
+        """Raise :class:`SessionClosed` after :meth:`close`."""
+        if self._closed:
+            raise SessionClosed(f"{self.kind} is closed")
+
+    def handle(self) -> Session:
+        """The sync session handle; leases the shared store on first use (blocking)."""
+        with self._lock:
+            self.check()
+            if self._handle is None:
+                assert self._url is not None
+                lease = acquire(self._url, self._options)
+                self._lease = lease
+                self._finalizer = weakref.finalize(self, lease.release)
+                self._handle = lease.store.session(self.session_id)
+            return self._handle
+
+    @property
+    def public(self) -> Session | AsyncSession:
+        """The handle callers see: the ``AsyncSession`` of an async store, else the sync one."""
+        if self._async is not None:
+            self.check()
+            return self._async
+        return self.handle()
+
+    def call_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(handle, *args)`` now, on this thread."""
+        return fn(self.handle(), *args)
+
+    async def call(self, fn: Callable[..., T], *args: Any, mutation: bool = False) -> T:
+        """``fn(handle, *args)`` on a worker thread, after every call made before it.
+
+        :param mutation: a write: if the caller is cancelled, the cancellation surfaces once
+            the write's outcome is known (a read's at once).
+        """
+        self.check()
+        return await self._turns.run(lambda: self._offload(fn, args), mutation=mutation)
+
+    async def _offload(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        if self.async_store is not None:
+            return await self.async_store.run_sync(self.call_sync, fn, *args)
+        return await asyncio.to_thread(self.call_sync, fn, *args)
+
+    def close(self) -> None:
+        """Give the shared store back (the last user closes it); later calls raise
+        :class:`SessionClosed`. Idempotent; a store given as an object stays open."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            lease, finalizer = self._lease, self._finalizer
+            self._lease = self._finalizer = None
+        if finalizer is not None:
+            finalizer.detach()
+        if lease is not None:
+            lease.release()
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`: waits for calls made before it, and closes the store
+        (when this was its last user) off the event loop."""
+        if self._closed:
+            return
+        await self._turns.wait_idle()
+        await asyncio.to_thread(self.close)
