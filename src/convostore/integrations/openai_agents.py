@@ -111,9 +111,10 @@ class ConvostoreSession:
         self._binding = Binding(store, session_id, open_options, kind="ConvostoreSession")
         self.session_id = session_id
         """The conversation's id."""
-        # Where the next item goes and what get_items() shows after branch_from():
-        # None = the active leaf; _ROOT = an empty view; a message id = that message.
-        self._view: str | _Root | None = None
+        # What get_items() shows and where the next item goes: None = the stored active leaf
+        # (branch_from() stores its choice); _ROOT = an empty view after branch_from(None),
+        # which has no message to store and lasts until the next add_items.
+        self._view: _Root | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._binding.closed else "open"
@@ -155,8 +156,9 @@ class ConvostoreSession:
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item, or None when there is none.
 
-        After :meth:`branch_from`, the item is only taken out of this branch's view: the
-        message stays for the branch it was shared with.
+        A message that other branches continue below (a leaf chosen by :meth:`branch_from`)
+        is only taken out of this branch, by choosing its parent as the active leaf: it stays
+        for the branches it is shared with.
         """
         return await self._binding.call(self._pop_item, mutation=True)
 
@@ -173,8 +175,10 @@ class ConvostoreSession:
             convostore message id, or ``None`` to start over from an empty history.
         :returns: the id of the message the branch grows from (None for an empty start).
 
-        Until the next :meth:`add_items`, :meth:`get_items` shows the history up to that item;
-        the first item added becomes its child, and the branch is then the active one.
+        The choice is stored (:meth:`convostore.Session.set_active_leaf`): :meth:`get_items`
+        shows the history up to that item, in this process, in others and after a restart,
+        and the first item added becomes its child. ``None`` (an empty start) is kept by this
+        object only, until the next :meth:`add_items`.
         """
         return await self._binding.call(self._branch_from, item, mutation=True)
 
@@ -210,20 +214,16 @@ class ConvostoreSession:
 
     # --- the work, on a worker thread ---------------------------------------------------------
 
-    def _leaf_id(self) -> str | None:
-        return self._view if isinstance(self._view, str) else None
-
     def _get_items(self, handle: Session, limit: int | None) -> list[TResponseInputItem]:
         if self._view is _ROOT:
             return []
-        leaf = self._leaf_id()
         if limit is None or limit < 0:
-            messages = list(handle.history(leaf_id=leaf))
+            messages = list(handle.history())
         elif limit == 0:
             return []
         else:
             messages = list(
-                itertools.islice(handle.history(leaf_id=leaf, newest_first=True), limit)
+                itertools.islice(handle.history(newest_first=True), limit)
             )
             messages.reverse()
         items: list[TResponseInputItem] = []
@@ -235,31 +235,31 @@ class ConvostoreSession:
 
     def _add_items(self, handle: Session, items: list[TResponseInputItem]) -> None:
         messages = [_message(i, item) for i, item in enumerate(items)]  # all checked first
-        leaf = self._leaf_id()
         if self._view is not _ROOT:
-            pair_results(messages, lambda: handle.history(leaf_id=leaf, newest_first=True))
+            pair_results(messages, lambda: handle.history(newest_first=True))
         else:
             pair_results(messages, lambda: iter(()))
-        parent: str | None | Unset = UNSET if self._view is None else leaf
+        parent: str | None | Unset = UNSET if self._view is None else None
         _write(handle, messages, parent)
         self._view = None  # the new messages end the active branch now
 
     def _pop_item(self, handle: Session) -> TResponseInputItem | None:
         if self._view is _ROOT:
             return None
-        if isinstance(self._view, str):
-            path = list(itertools.islice(
-                handle.history(leaf_id=self._view, newest_first=True), 2))
-            if not path:
-                self._view = _ROOT
-                return None
-            self._view = path[1]["id"] if len(path) > 1 else _ROOT
-            items = _items(path[0])
-            return items[-1] if items else None
         leaf = handle.get_latest_leaf()
         if leaf is None:
             return None
-        handle.delete_messages([leaf["id"]])
+        if handle.get_branches(leaf["id"]):
+            # A chosen leaf in the middle of the tree: other branches go on below it, so it is
+            # taken out of this branch by choosing its parent, never deleted.
+            path = list(itertools.islice(
+                handle.history(leaf_id=leaf["id"], newest_first=True), 2))
+            if len(path) > 1:
+                handle.set_active_leaf(path[1]["id"])
+            else:
+                self._view = _ROOT
+        else:
+            handle.delete_messages([leaf["id"]])
         items = _items(leaf)
         return items[-1] if items else None
 
@@ -274,16 +274,18 @@ class ConvostoreSession:
         if isinstance(item, str):
             if handle.get_message(item) is None:
                 raise KeyError(f"no message {item!r} in session {self.session_id!r}")
-            self._view = item
+            handle.set_active_leaf(item)  # stored: every process, and a restart, follow it
+            self._view = None
             return item
         if isinstance(item, bool) or not isinstance(item, int):
             raise TypeError(f"branch_from() takes an index, an id or None, not {item!r}")
         if self._view is _ROOT:
             raise IndexError(f"no item at index {item}: the history is empty")
-        found = _nth(handle, self._leaf_id(), item)
+        found = _nth(handle, None, item)
         if found is None:
             raise IndexError(f"no item at index {item}")
-        self._view = found["id"]
+        handle.set_active_leaf(found["id"])  # stored: every process, and a restart, follow it
+        self._view = None
         return str(found["id"])
 
 
@@ -313,11 +315,9 @@ def _message(index: int, item: Any) -> Message:
 
 
 def _write(handle: Session, messages: list[Message], parent: str | None | Unset) -> None:
-    """The one place ``add_items`` writes: the messages in order, the first under ``parent``
-    (UNSET: the active leaf), each next one under the one before."""
-    for message in messages:
-        handle.append_message(message, parent_id=parent)
-        parent = UNSET
+    """The one place ``add_items`` writes: the messages in order, in one transaction, the
+    first under ``parent`` (UNSET: the active leaf), each next one under the one before."""
+    handle.append_messages(messages, parent_id=parent)
 
 
 def _items(message: Message) -> list[TResponseInputItem]:
