@@ -315,3 +315,24 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "convostore.integrations.openai_agents")
     with pytest.raises(MissingDependency, match=r"pip install 'convostore\[openai-agents\]'"):
         importlib.import_module("convostore.integrations.openai_agents")
+
+
+@pytest.mark.requires("reopen")
+def test_branch_from_survives_a_restart(open_store: Any) -> None:
+    """The branch chosen is stored: a new process (here: a new store and session object) reads
+    it and adds the next turn under it, not under the newest message."""
+    first: list[Any] = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                        {"role": "user", "content": "c"}]
+    store = open_store()
+    session = ConvostoreSession("restart", backing(store))
+    asyncio.run(session.add_items(first))
+    point = asyncio.run(session.branch_from(1))
+    store.close()
+
+    again = ConvostoreSession("restart", backing(open_store()))
+    assert asyncio.run(again.get_items()) == first[:2]
+    asyncio.run(again.add_items([{"role": "user", "content": "edited"}]))
+    assert asyncio.run(again.get_items()) == first[:2] + [{"role": "user", "content": "edited"}]
+    handle = open_store().session("restart")
+    assert point is not None
+    assert [m["parts"][0]["text"] for m in handle.get_branches(point)] == ["c", "edited"]
