@@ -29,7 +29,6 @@ from convostore import (
     Sessions,
     SiblingPosition,
 )
-from convostore.backends._schema import SCHEMA_VERSION
 from convostore.context import Context
 from convostore.manager import SessionManager
 
