@@ -119,16 +119,16 @@ def test_dump_restore_to_the_other_engine_and_dump_again(
     lines = [json.loads(line) for line in dumped.splitlines()]
     assert lines[0] == {"type": "header", "format": "convostore-dump", "version": VERSION}
     assert lines[-1] == {"type": "end", "sessions": 2, "messages": 5, "compactions": 1,
-                         "attachments": 1, "directory": 0}
+                         "attachments": 1, "directory": 2}
     path = tmp_path / "backup.jsonl"
     path.write_text(dumped, encoding="utf-8")
     assert run(["restore", other_db, str(path)], capsys) == (0, (
-        "restored 5 messages, 1 compactions, 1 attachments and 0 directory rows of 2 "
+        "restored 5 messages, 1 compactions, 1 attachments and 2 directory rows of 2 "
         "sessions\n"), "")
     assert run(["dump", other_db], capsys) == (0, dumped, "")
     assert run(["restore", other_db, str(path)], capsys)[1] == (
         "restored 0 messages, 0 compactions, 0 attachments and 0 directory rows of 2 sessions "
-        "(7 records were already there)\n")
+        "(9 records were already there)\n")
     out_file = tmp_path / "again.jsonl"
     assert run(["dump", other_db, "-o", str(out_file)], capsys)[1].startswith("dumped 5 ")
     assert out_file.read_text(encoding="utf-8") == dumped
@@ -156,10 +156,10 @@ def test_migrate_copies_the_store_and_runs_again_harmlessly(
     db: str, other_db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run(["migrate", db, other_db], capsys) == (0, (
-        "copied 5 messages, 1 compactions, 1 attachments and 0 directory rows of 2 "
+        "copied 5 messages, 1 compactions, 1 attachments and 2 directory rows of 2 "
         "sessions\n"), "")
     assert run(["migrate", db, other_db], capsys)[1].endswith(
-        "(7 records were already there)\n")
+        "(9 records were already there)\n")
     assert run(["dump", other_db], capsys)[1] == run(["dump", db], capsys)[1]
     missing = str(Path(db).with_name("missing.db"))
     assert run(["migrate", missing, other_db], capsys) == (

@@ -16,7 +16,6 @@ from _storage import execute, reading
 from conftest import PG_URL, BackendSpec, _drop_schema
 
 from convostore import BadDump, ChangeEvent, DumpTooNew, Sessions
-from convostore.backends._registry import REGISTRY_COLUMNS
 from convostore.context import Context
 from convostore.dump import VERSION, DumpCounts, dump, dump_lines, migrate, restore
 from convostore.manager import SessionManager
@@ -32,7 +31,11 @@ TABLES = {
     "convostore_attachments": ("hash, bytes, media_type, chunks", "hash"),
     "convostore_attachment_chunks": ("hash, idx, data", "hash, idx"),
     "convostore_attachment_refs": ("session_id, message_id, hash", "session_id, message_id"),
-    "convostore_registry": (", ".join(REGISTRY_COLUMNS), "id"),
+    "convostore_sessions": ("session_id, internal, title, owner, metadata, created_at, "
+                            "updated_at, message_count, bytes, expires_at, ttl, active_leaf, "
+                            "context_of, managed, parent_session_id, model, source, "
+                            "input_tokens, output_tokens, estimated_cost, end_reason",
+                            "session_id"),
 }
 
 
@@ -81,6 +84,10 @@ def _fill(store: Sessions) -> None:
     ctx = Context(store.session("chat")).with_context("memory", description="facts",
                                                       max_tokens=500)
     ctx.execute("set_context", {"label": "memory", "content": "prefers tea"})
+    s.set_active_leaf("a2")
+    store.session("shared").update_info(title="Shared", owner="user-42", ttl=3600,
+                                        metadata={"plan": "pro", "n": 1.5, "tags": ["a"]})
+    store.session("described").update_info(title="not written yet", expires_at=4_000_000_000_000)
 
 
 @pytest.fixture
@@ -116,7 +123,7 @@ def test_dump_restore_into_the_other_engine_and_dump_again_gives_the_same_bytes(
     with Sessions.open(other_url[0], **other_url[1]) as target:
         counts = restore(target, io.StringIO(first))
         assert counts == DumpCounts(sessions=5, messages=10, compactions=3, attachments=2,
-                                    directory=1)
+                                    directory=5)
         assert _dump_text(target) == first
         assert _tables(target) == _tables(source)
         # and what the API shows agrees: branches, overlays, media, the directory, context
@@ -152,7 +159,7 @@ def test_restore_is_idempotent_and_finishes_a_partial_restore(
         again = restore(target, lines)
         assert (again.messages, again.compactions, again.attachments, again.directory) == (
             0, 0, 0, 0)
-        assert again.present == 10 + 3 + 2 + 1
+        assert again.present == 10 + 3 + 2 + 5
         assert _tables(target) == _tables(source)
 
 
@@ -245,3 +252,62 @@ def test_migrate_copies_a_store_and_resumes_after_an_interruption(
         assert counts.present > 0
         assert _tables(target) == _tables(source)
         assert _dump_text(target) == _dump_text(source)
+
+
+def test_the_directory_survives_dump_and_restore(
+    source: Sessions, other_url: tuple[str, dict[str, Any]]
+) -> None:
+    """A chosen leaf, owner, title, metadata, expiry and ttl, a context session's link, the
+    manager's columns and the times come back as they were; counts and sizes agree."""
+    s = source.session("chat")
+    s.append_messages([text("u1", "hi"), text("a1", "one", "assistant")])
+    s.append_message(text("a1b", "two", "assistant"), parent_id="u1")
+    s.set_active_leaf("a1")
+    s.update_info(title="Greeting", owner="user-7", metadata={"plan": "pro", "deep": {"k": 1}},
+                  ttl=86_400)
+    source.session("idle").update_info(owner="user-7", expires_at=2_000_000_000_000)
+    Context(s).with_context("memory", description="facts", max_tokens=100).execute(
+        "set_context", {"label": "memory", "content": "likes tea"})
+    manager = SessionManager(source)
+    info = manager.create(name="run", model="m-2", source="cli", parent_session_id="chat")
+    manager.add_usage(info.id, input_tokens=7, output_tokens=1, cost=0.125)
+    before = {e.session_id: e for e in _entries(source)}
+    assert any(e.belongs_to == "chat" for e in before.values())  # the context session's link
+    with Sessions.open(other_url[0], **other_url[1]) as target:
+        restore(target, dump_lines(source))
+        after = {e.session_id: e for e in _entries(target)}
+        assert after == before
+        chat = target.session("chat")
+        entry = chat.get_info()
+        assert entry is not None and entry.active_leaf == "a1" and entry.ttl == 86_400_000
+        assert (entry.message_count, entry.bytes) == (3, before["chat"].bytes)
+        assert ids(chat.get_history()) == ["u1", "a1"]  # the chosen branch, not the newest
+        assert SessionManager(target).get(info.id) == manager.get(info.id)
+        assert target.list_conversations(owner="user-7") == source.list_conversations(
+            owner="user-7")
+        target.delete_session("chat")  # its context session goes with it, as in the source
+        assert [e.session_id for e in _entries(target)] == sorted(["idle", info.id])
+
+
+def _entries(store: Sessions) -> list[Any]:
+    """Every directory entry, internal sessions' included, by id."""
+    with reading(store) as ops:
+        rows = execute(ops, "SELECT session_id FROM convostore_sessions").fetchall()
+    sids = sorted(r[0] for r in rows)
+    return [store.session(sid).get_info() for sid in sids]
+
+
+def test_a_version_1_dump_restores_its_registry_rows(tmp_path: Path) -> None:
+    row = {"id": "r1", "name": "old run", "parent_session_id": None, "model": "m-0",
+           "source": None, "input_tokens": 4, "output_tokens": 2, "estimated_cost": 0.5,
+           "end_reason": None, "created_at": 1_700_000_000_000, "updated_at": 1_700_000_001_000}
+    lines = [json.dumps(r) + "\n" for r in (
+        {"type": "header", "format": "convostore-dump", "version": 1},
+        {"type": "directory", "row": row},
+        {"type": "end", "sessions": 0, "messages": 0, "compactions": 0, "attachments": 0,
+         "directory": 1},
+    )]
+    with Sessions.open(str(tmp_path / "copy.db")) as target:
+        assert restore(target, lines).directory == 1
+        got = SessionManager(target).get("r1")
+        assert got is not None and (got.name, got.model, got.input_tokens) == ("old run", "m-0", 4)

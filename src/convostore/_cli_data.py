@@ -180,11 +180,12 @@ def cmd_import(args: argparse.Namespace, out: Output) -> None:
 
 
 _DUMP_FORMAT = """\
-The dump is JSON Lines, UTF-8: a header, then directory rows, then each
-session's messages (in write order, every branch, compacted originals too,
-with parent, time and token estimate) and compaction records, each attachment
-payload once before the first message that needs it, and an end record with
-the counts. The format is versioned and documented in docs/dump.md."""
+The dump is JSON Lines, UTF-8: a header, then each session's messages (in
+write order, every branch, compacted originals too, with parent, time and token
+estimate) and compaction records, each attachment payload once before the first
+message that needs it, then every directory row (title, owner, metadata, times,
+expiry, chosen branch), and an end record with the counts. The format is
+versioned and documented in docs/dump.md."""
 
 
 def register(command: Any, db: argparse.ArgumentParser) -> None:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 FORMAT = "convostore-dump"
 """The header's ``format``: what the first line of every dump says it is."""
 
-VERSION = 1
-"""The format version this convostore writes, and the newest it reads."""
+VERSION = 2
+"""The format version this convostore writes, and the newest it reads (version 1, whose
+``directory`` records are the session manager's registry rows, is read too)."""
 
 HEADER = "header"
 ATTACHMENT = "attachment"
@@ -41,7 +42,8 @@ class DumpCounts:
     attachments: int = 0
     """Payloads, each written once however many messages share it."""
     directory: int = 0
-    """Rows of the session directory (the session manager's registry)."""
+    """Rows of the session directory (internal sessions' included); a restore counts the rows
+    it set (``present``: a row already as dumped, of a session it wrote no message into)."""
     present: int = 0
     """Restore only: records already in the store, left as they were (a resumed restore)."""
     unreadable: int = 0

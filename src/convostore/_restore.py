@@ -6,7 +6,9 @@ into a batch of at most :data:`~._dump_format.WINDOW_ROWS` records or
 :class:`~convostore.errors.BadDump` naming it before anything of it is written. Messages go
 through the write pipeline (:meth:`Writer.prepare`, :meth:`Writer.insert_batch`), verbatim,
 keeping the dumped parent, time and token estimate; what the store already holds is skipped,
-which makes a restore idempotent and resumable.
+which makes a restore idempotent and resumable. Directory records come after every message, so
+the rows are set as dumped once the message writes (which touch them) are done; the counts in
+them are the message writes' own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _limits, codec
 from ._dump_format import (
@@ -34,6 +36,7 @@ from ._dump_format import (
     DumpCounts,
 )
 from ._writes import BatchRow, Writer, stored_compaction
+from .backends._dump_sql import DIR_DUMP_COLUMNS
 from .backends._registry import REGISTRY_COLUMNS
 from .backends.base import CompactionRow
 from .errors import (
@@ -55,8 +58,19 @@ _COUNTED = ("sessions", "messages", "compactions", "attachments", "directory")
 _PLURAL = {MESSAGE: "messages", COMPACTION: "compactions", ATTACHMENT: "attachments",
            DIRECTORY: "directory"}
 _REQUIRED = {"id": str, "name": str, "created_at": int, "updated_at": int}
-"""Directory fields without which a row cannot be stored; the others have defaults."""
-_DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "estimated_cost": 0.0}
+"""Version 1 directory (registry) fields without which a row cannot be stored."""
+_DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "estimated_cost": 0.0,
+                             "managed": 0}
+_TEXT = (str, type(None))
+_DIR_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(DIR_DUMP_COLUMNS, _TEXT),
+    "metadata": (dict, type(None)),
+    **dict.fromkeys(("created_at", "updated_at", "managed", "input_tokens", "output_tokens"),
+                    (int,)),
+    **dict.fromkeys(("expires_at", "ttl"), (int, type(None))),
+    "estimated_cost": (float, int),
+}
+"""The type of each directory field of a version 2 record (an int is never a bool)."""
 
 
 def _field(record: dict[str, Any], name: str, kind: type | tuple[type, ...],
@@ -91,6 +105,8 @@ class Restorer:
         self._bytes = 0
         self._records = 0
         self._ignored: set[str] = set()
+        self._version = VERSION
+        self._written: set[str] = set()  # sessions this restore wrote messages into
 
     def run(self, source: Iterable[str]) -> DumpCounts:
         """Restore every record of ``source``; the counts of what was written."""
@@ -148,6 +164,7 @@ class Restorer:
             raise BadDump(number, f"bad format version {version!r}")
         if version > VERSION:
             raise DumpTooNew(version, VERSION)
+        self._version = version
 
     def _end(self, number: int, record: dict[str, Any]) -> None:
         for name in _COUNTED:
@@ -190,8 +207,11 @@ class Restorer:
             if hashlib.sha256(data).hexdigest() != h:
                 raise ValueError(f"attachment {h[:12]}...: data does not match its hash")
             return h, data, _field(record, "media_type", str)
+        if kind == DIRECTORY and self._version == 1:
+            return self._registry_row(_field(record, "row", dict))
         if kind == DIRECTORY:
-            return self._directory_row(_field(record, "row", dict))
+            return self._directory_row(_field(record, "session", str),
+                                       _field(record, "row", dict))
         if kind == COMPACTION:
             row = CompactionRow(
                 id=_field(record, "id", str), seq=0, summary=_field(record, "summary", str),
@@ -212,16 +232,48 @@ class Restorer:
         message = codec.validate_message(_field(record, "message", dict))
         return message, parent, created, tokens
 
-    def _directory_row(self, row: dict[str, Any]) -> tuple[Any, ...]:
+    def _registry_row(self, row: dict[str, Any]) -> tuple[Any, ...]:
+        """A version 1 directory record: a row of the session manager's registry."""
         for name, kind in _REQUIRED.items():
             if not isinstance(row.get(name), kind) or isinstance(row.get(name), bool):
                 raise ValueError(f"directory row lacks {name!r}, or it has the wrong type")
-        unknown = sorted(set(row) - set(REGISTRY_COLUMNS) - self._ignored)
+        self._unknown(set(row) - set(REGISTRY_COLUMNS))
+        return tuple(row.get(c, _DEFAULTS.get(c)) for c in REGISTRY_COLUMNS)
+
+    def _directory_row(self, sid: str, row: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        """A directory record: the session and its values in ``DIR_DUMP_COLUMNS`` order."""
+        _limits.check_id("session", sid)
+        values: list[Any] = []
+        for name in DIR_DUMP_COLUMNS:
+            value: Any = row.get(name, _DEFAULTS.get(name))
+            if name in ("created_at", "updated_at") and name not in row:
+                raise ValueError(f"directory row lacks {name!r}")
+            if not isinstance(value, _DIR_TYPES[name]) or isinstance(value, bool):
+                raise ValueError(f"directory row: {name!r} has the wrong type")
+            if name in ("created_at", "updated_at", "expires_at") and value is not None:
+                _limits.check_timestamp(name, value)
+            elif name in ("ttl", "input_tokens", "output_tokens") and value is not None:
+                _limits.check_count(name, value)
+            elif name == "managed" and value not in (0, 1):
+                raise ValueError("directory row: 'managed' is neither 0 nor 1")
+            elif name in ("active_leaf", "context_of", "owner"):
+                _limits.check_id(name, value, optional=True)
+            elif name == "title":
+                _limits.check_text(name, value, optional=True)
+            elif name == "metadata" and value is not None:
+                value = codec.dumps(value)  # stored as the store writes it
+            elif name == "estimated_cost":
+                value = float(cast(float, value))
+            values.append(value)
+        self._unknown(set(row) - set(DIR_DUMP_COLUMNS))
+        return sid, tuple(values)
+
+    def _unknown(self, fields: set[str]) -> None:
+        unknown = sorted(fields - self._ignored)
         if unknown:  # fields of a newer minor version: kept by it, dropped here
             logger.warning("restore: directory fields this convostore does not store: %s",
                            ", ".join(unknown))
             self._ignored.update(unknown)
-        return tuple(row.get(c, _DEFAULTS.get(c)) for c in REGISTRY_COLUMNS)
 
     # --- writing --------------------------------------------------------------------------
 
@@ -232,6 +284,8 @@ class Restorer:
         self._pending, self._bytes = [], 0
         if kind == ATTACHMENT:
             self._attachments([p[1] for p in pending])
+        elif kind == DIRECTORY and self._version == 1:
+            self._registry([p[1] for p in pending])
         elif kind == DIRECTORY:
             self._directory([p[1] for p in pending])
         elif kind == COMPACTION:
@@ -254,7 +308,19 @@ class Restorer:
                 ops.store_payload(h, data, media_type)
                 self._counts["attachments"] += 1
 
-    def _directory(self, rows: list[tuple[Any, ...]]) -> None:
+    def _directory(self, rows: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Set each row as dumped (after its session's messages, whose writes touched it);
+        ``present`` when it already was, and no message of it came in with this restore."""
+        with self._backend.write(None) as ops:
+            stored = ops.dir_dump_rows([sid for sid, _v in rows])
+            for sid, values in rows:
+                if stored.get(sid) == values and sid not in self._written:
+                    self._counts["present"] += 1
+                    continue
+                ops.dir_restore(sid, values)
+                self._counts["directory"] += 1
+
+    def _registry(self, rows: list[tuple[Any, ...]]) -> None:
         with self._backend.write(None) as ops:
             if not ops.registry_exists():
                 ops.registry_create()
@@ -308,6 +374,8 @@ class Restorer:
             return
         cursors = writer.insert_batch(rows, verbatim=True)
         written = sum(c is not None for c in cursors)
+        if written:
+            self._written.add(sid)
         self._counts["messages"] += written
         self._counts["present"] += len(cursors) - written
         if self._core.events.listened:

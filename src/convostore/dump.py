@@ -13,8 +13,9 @@
 
 A dump holds everything a store keeps: every message of every session (every branch,
 compacted originals included) as stored, with its parent, time and token estimate; compaction
-records; each attachment payload once; the session directory (the session manager's registry);
-context blocks, which live in sessions of their own (``convostore:context:*``). The search
+records; each attachment payload once; every row of the session directory (title, owner,
+metadata, times, expiry, the chosen leaf, the session manager's columns), internal sessions'
+included; context blocks, which live in sessions of their own (``convostore:context:*``). The search
 index is not dumped: a store rebuilds it. Reads go window by window (a few hundred rows or
 2 MiB) through the store's own read paths, never through ``history()``, so memory stays
 bounded whatever the store's size. The format is documented in ``docs/dump.md``.
@@ -47,7 +48,7 @@ from ._dump_format import (
 )
 from ._restore import Restorer
 from ._rows import reassemble
-from .backends._registry import REGISTRY_COLUMNS
+from .backends._dump_sql import DIR_DUMP_COLUMNS
 from .backends.base import Ops
 from .store import Sessions
 
@@ -82,7 +83,6 @@ class _Dumper:
         with self._backend.read() as ops:
             self._total = int(ops.stats()["messages"])
         yield codec.dumps({"type": HEADER, "format": FORMAT, "version": VERSION}) + "\n"
-        yield from self._directory()
         after: str | None = None
         while True:
             with self._backend.read() as ops:
@@ -92,25 +92,26 @@ class _Dumper:
             if len(sids) < _SESSIONS_PAGE:
                 break
             after = sids[-1]
+        # after every message: a restore sets the rows as dumped once the message writes
+        # (which move updated_at, clear the chosen leaf, refresh a ttl's expiry) are done
+        yield from self._directory()
         end = {"type": END, **{k: v for k, v in self._counts.items() if k != "unreadable"}}
         yield codec.dumps(end) + "\n"
 
     def _directory(self) -> Iterator[str]:
-        with self._backend.read() as ops:
-            if not ops.registry_exists():
-                return
-        after: tuple[int, str] | None = None
-        updated = REGISTRY_COLUMNS.index("updated_at")
+        """Every directory row, internal sessions' too, in session-id byte order."""
+        after: str | None = None
         while True:
             with self._backend.read() as ops:
-                rows = ops.registry_page(_DIRECTORY_PAGE, after)
-            for row in rows:
+                rows = ops.dir_dump_page(after, _DIRECTORY_PAGE)
+            for sid, *values in rows:
+                row = dict(zip(DIR_DUMP_COLUMNS, values, strict=True))
+                row["metadata"] = _metadata(sid, row["metadata"])
                 self._counts["directory"] += 1
-                yield codec.dumps({"type": DIRECTORY,
-                                   "row": dict(zip(REGISTRY_COLUMNS, row, strict=True))}) + "\n"
+                yield codec.dumps({"type": DIRECTORY, "session": sid, "row": row}) + "\n"
             if len(rows) < _DIRECTORY_PAGE:
                 return
-            after = (rows[-1][updated], rows[-1][0])
+            after = rows[-1][0]
 
     def _session(self, sid: str) -> Iterator[str]:
         self._counts["sessions"] += 1
@@ -184,6 +185,21 @@ def _window(sizes: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return sizes
 
 
+def _metadata(sid: str, text: str | None) -> Any:
+    """A directory row's stored metadata as the object it holds (None when unset or, logged,
+    when it cannot be read)."""
+    if text is None:
+        return None
+    try:
+        value = codec.loads(text)
+    except (ValueError, RecursionError) as exc:
+        value = exc
+    if isinstance(value, dict):
+        return value
+    logger.warning("dump: the metadata of session %r cannot be read, left out: %s", sid, value)
+    return None
+
+
 def _decoded(sid: str, mid: str, text: str) -> Any:
     """The stored text parsed (to check it before it is spliced into a line), or None for
     a row that cannot be decoded (logged)."""
@@ -212,7 +228,7 @@ def dump(store: Sessions, fileobj: IO[str], *, progress: Progress | None = None)
     """Write the whole store to ``fileobj`` (a text stream, UTF-8) in the dump format.
 
     Every session, branch, compaction record, timestamp and token estimate, each attachment
-    payload once, the session directory and context blocks. Streamed: memory stays bounded
+    payload once, every directory row and context blocks. Streamed: memory stays bounded
     (one window of rows, plus 32 bytes per distinct payload written). A store written to
     meanwhile is dumped consistently message by message, not as one snapshot: stop writers
     for an exact copy.
@@ -233,8 +249,9 @@ def restore(
     """Read a dump into ``store``: everything it holds, stored exactly as it was dumped.
 
     Idempotent: what the store already holds (a message id in its session, a payload, a
-    compaction record, a directory row) is left as it is, so a restore that stopped part way
-    is finished by running it again, and restoring twice changes nothing. Records are written
+    compaction record) is left as it is and a directory row is set as dumped, so a restore
+    that stopped part way is finished by running it again, and restoring twice changes
+    nothing. Records are written
     in batches of one transaction each, as they are read (bounded memory).
 
     :param source: a text stream or an iterable of lines.

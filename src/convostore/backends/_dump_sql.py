@@ -2,9 +2,13 @@
 
 A dump (:mod:`convostore.dump`) walks every session in id order and each session's rows in
 write order, a bounded window at a time; everything else it reads through the ordinary
-operations (``content_rows_by_seq``, ``continuations``, ``compactions``, ``attachment_*``,
-``registry_*``). Both engines order session ids by their UTF-8 bytes (PostgreSQL's columns
-are ``COLLATE "C"``), so a dump lists sessions in the same order on either.
+operations (``content_rows_by_seq``, ``continuations``, ``compactions``, ``attachment_*``).
+Both engines order session ids by their UTF-8 bytes (PostgreSQL's columns are ``COLLATE "C"``),
+so a dump lists sessions in the same order on either.
+
+The directory (``convostore_sessions``) is dumped whole, internal rows included, through
+``dir_dump_page`` and written back by ``dir_restore``: every column but the session id's
+``internal`` flag and the counts (``message_count``, ``bytes``), which the message writes keep.
 """
 
 from __future__ import annotations
@@ -12,11 +16,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._schema import COMPACTIONS, MESSAGES
+from ._directory_sql import is_internal
+from ._schema import COMPACTIONS, DIRECTORY, MESSAGES
+from .base import _batches, _marks
+
+DIR_DUMP_COLUMNS = (
+    "title", "owner", "metadata", "created_at", "updated_at", "expires_at", "ttl",
+    "active_leaf", "context_of", "managed", "parent_session_id", "model", "source",
+    "input_tokens", "output_tokens", "estimated_cost", "end_reason",
+)
+"""The directory columns a dump carries, in the order ``dir_dump_*`` return them (after the
+session id) and ``dir_restore`` takes them."""
+_DIR_COLS = ", ".join(DIR_DUMP_COLUMNS)
+_DIR_RESTORE = (
+    f"INSERT INTO {DIRECTORY} AS d (session_id, internal, {_DIR_COLS}) "
+    f"VALUES ({_marks(len(DIR_DUMP_COLUMNS) + 2)}) ON CONFLICT (session_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in DIR_DUMP_COLUMNS)
+)
 
 
 class DumpOps:
     """Dump reads; the engine supplies ``_all`` (see ``SqlOps``)."""
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        raise NotImplementedError
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -43,3 +66,25 @@ class DumpOps:
             (session_id, after_seq, limit),
         )
         return rows
+
+    def dir_dump_page(self, after: str | None, limit: int) -> list[tuple[Any, ...]]:
+        """Directory rows ``(session_id, *DIR_DUMP_COLUMNS)`` in session-id byte order, strictly
+        after ``after`` (from the first when None), at most ``limit``; internal rows too."""
+        where, params = ("WHERE session_id > ? ", [after, limit]) if after is not None else (
+            "", [limit])
+        return self._all(f"SELECT session_id, {_DIR_COLS} FROM {DIRECTORY} {where}"
+                         "ORDER BY session_id LIMIT ?", params)
+
+    def dir_dump_rows(self, session_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """``session_id -> (*DIR_DUMP_COLUMNS)`` of those of ``session_ids`` with a row."""
+        out: dict[str, tuple[Any, ...]] = {}
+        for batch in _batches(session_ids):
+            for r in self._all(f"SELECT session_id, {_DIR_COLS} FROM {DIRECTORY} WHERE "
+                               f"session_id IN ({_marks(len(batch))})", tuple(batch)):
+                out[r[0]] = tuple(r[1:])
+        return out
+
+    def dir_restore(self, session_id: str, values: Sequence[Any]) -> None:
+        """Set the directory row of ``session_id`` to ``values`` (:data:`DIR_DUMP_COLUMNS`
+        order), creating it if missing; its counts are left to the message writes."""
+        self._run(_DIR_RESTORE, (session_id, int(is_internal(session_id)), *values))
