@@ -97,8 +97,10 @@ def test_sessions_page_is_paged(viewer_store: Sessions) -> None:
 def test_sessions_page_shows_the_directory_and_filters_it(viewer_store: Sessions) -> None:
     """Owner and metadata ``key=value`` filters (a JSON value or plain text), kept by the
     pager; titles and owners shown; filter values are escaped in the form."""
-    for sid, owner, meta in [("a", "u1", {"plan": "pro", "n": 3}), ("b", "u1", {"plan": "free"}),
-                             ("c", "u2", {"plan": "pro"}), ("d", HOSTILE, {"plan": HOSTILE})]:
+    described: list[tuple[str, str, dict[str, Any]]] = [
+        ("a", "u1", {"plan": "pro", "n": 3}), ("b", "u1", {"plan": "free"}),
+        ("c", "u2", {"plan": "pro"}), ("d", HOSTILE, {"plan": HOSTILE})]
+    for sid, owner, meta in described:
         session = viewer_store.session(sid)
         session.append_message(text("x", "hi"))
         session.update_info(title=f"chat {sid}", owner=owner, metadata=meta)
