@@ -82,16 +82,22 @@ def test_sessions_page_lists_sessions_newest_first(viewer_store: Sessions) -> No
 def test_sessions_page_is_paged(viewer_store: Sessions) -> None:
     for i in range(53):
         viewer_store.session(f"s{i:02}").append_message(text("a", "hi"))
+    viewer_store.session("other").update_info(owner="someone else")
+    for i in range(53):
+        viewer_store.session(f"s{i:02}").update_info(owner="u", metadata={"k": "v", "n": 1})
     with client(viewer_store) as c:
-        first = c.get("/")
+        first = c.get("/", params={"owner": "u", "meta": ["k=v", "n=1"]})
         older = re.search(r'rel="next" href="([^"]+)"', first.text)
-        assert older is not None and "cursor=" in older.group(1)
+        assert older is not None
+        assert urllib.parse.parse_qs(urllib.parse.urlsplit(older.group(1)).query.replace(
+            "&amp;", "&"))["meta"] == ["k=v", "n=1"]
         second = c.get(older.group(1).replace("&amp;", "&"))
     listed = [re.findall(r'class="session-link" href="/session\?id=([^"]+)"', page.text)
               for page in (first, second)]
     assert [len(names) for names in listed] == [50, 3]
     assert sorted(listed[0] + listed[1]) == [f"s{i:02}" for i in range(53)]
-    assert 'rel="next"' not in second.text and 'rel="first" href="/"' in second.text
+    assert 'rel="next"' not in second.text
+    assert 'rel="first" href="/?owner=u&amp;meta=k%3Dv&amp;meta=n%3D1"' in second.text
 
 
 def test_sessions_page_shows_the_directory_and_filters_it(viewer_store: Sessions) -> None:

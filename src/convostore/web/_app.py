@@ -118,8 +118,10 @@ def _encodable(html: str) -> str:
 
 
 def url(path: str, **params: object) -> str:
-    """``path`` with the query string of the params that are not None."""
-    query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+    """``path`` with the query string of the params that are not None (a list's items each
+    as the parameter)."""
+    query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None},
+                                   doseq=True)  # a list: the parameter repeated
     return f"{path}?{query}" if query else path
 
 
