@@ -210,7 +210,7 @@ def create_app(
     stopping = threading.Event()
     owned = not isinstance(store, Sessions)
     holder: list[Sessions] = [store] if isinstance(store, Sessions) else []
-    limiters: list[anyio.CapacityLimiter] = []  # made on the event loop, at first use
+    limiters: list[anyio.CapacityLimiter] = []  # made on the event loop (startup, or first use)
 
     def the_store() -> Sessions:
         return holder[0]
@@ -220,6 +220,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        limiters[:] = [anyio.CapacityLimiter(LIVE_THREADS)]  # of this run's event loop
         if owned:
             assert not isinstance(store, Sessions)
             holder.append(await run_in_threadpool(Sessions.open, store))
