@@ -82,12 +82,57 @@ def test_sessions_page_lists_sessions_newest_first(viewer_store: Sessions) -> No
 def test_sessions_page_is_paged(viewer_store: Sessions) -> None:
     for i in range(53):
         viewer_store.session(f"s{i:02}").append_message(text("a", "hi"))
+    viewer_store.session("other").update_info(owner="someone else")
+    for i in range(53):
+        viewer_store.session(f"s{i:02}").update_info(owner="u", metadata={"k": "v", "n": 1})
     with client(viewer_store) as c:
-        first, second = c.get("/"), c.get("/?page=2")
-    assert first.text.count('class="session-link"') == 50
-    assert 'rel="next" href="/?page=2"' in first.text
-    assert second.text.count('class="session-link"') == 3
-    assert 'rel="next"' not in second.text and 'rel="prev" href="/?page=1"' in second.text
+        first = c.get("/", params={"owner": "u", "meta": ["k=v", "n=1"]})
+        older = re.search(r'rel="next" href="([^"]+)"', first.text)
+        assert older is not None
+        assert urllib.parse.parse_qs(urllib.parse.urlsplit(older.group(1)).query.replace(
+            "&amp;", "&"))["meta"] == ["k=v", "n=1"]
+        second = c.get(older.group(1).replace("&amp;", "&"))
+    listed = [re.findall(r'class="session-link" href="/session\?id=([^"]+)"', page.text)
+              for page in (first, second)]
+    assert [len(names) for names in listed] == [50, 3]
+    assert sorted(listed[0] + listed[1]) == [f"s{i:02}" for i in range(53)]
+    assert 'rel="next"' not in second.text
+    assert 'rel="first" href="/?owner=u&amp;meta=k%3Dv&amp;meta=n%3D1"' in second.text
+
+
+def test_sessions_page_shows_the_directory_and_filters_it(viewer_store: Sessions) -> None:
+    """Owner and metadata ``key=value`` filters (a JSON value or plain text), kept by the
+    pager; titles and owners shown; filter values are escaped in the form."""
+    described: list[tuple[str, str, dict[str, Any]]] = [
+        ("a", "u1", {"plan": "pro", "n": 3}), ("b", "u1", {"plan": "free"}),
+        ("c", "u2", {"plan": "pro"}), ("d", HOSTILE, {"plan": HOSTILE})]
+    for sid, owner, meta in described:
+        session = viewer_store.session(sid)
+        session.append_message(text("x", "hi"))
+        session.update_info(title=f"chat {sid}", owner=owner, metadata=meta)
+
+    def listed(**params: Any) -> list[str]:
+        page = c.get("/", params=params)
+        assert page.status_code == 200
+        return sorted(re.findall(r'class="session-link" href="/session\?id=([^"]+)"', page.text))
+
+    with client(viewer_store) as c:
+        assert listed() == ["a", "b", "c", "d"]
+        assert listed(owner="u1") == ["a", "b"]
+        assert listed(meta="plan=pro") == ["a", "c"]
+        assert listed(owner="u1", meta=["plan=pro", "n=3"]) == ["a"]
+        assert listed(meta='n="3"') == []  # the string "3" is not the number 3
+        assert listed(owner=HOSTILE, meta=f"plan={HOSTILE}") == ["d"]
+        html = c.get("/", params={"owner": HOSTILE, "meta": f"plan={HOSTILE}"}).text
+        everything = c.get("/").text
+        bad = c.get("/", params={"meta": "no equals sign"})
+    assert '<td class="title">chat a</td>' in everything
+    assert '<td class="owner">u1</td>' in everything
+    assert "<script>alert" not in html and "<script>alert" not in everything
+    assert ('name="owner" value="&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&lt;img src=x '
+            'onerror=&#34;alert(1)&#34;&gt;"') in html
+    assert 'name="meta" value="plan=&lt;script&gt;' in html
+    assert bad.status_code == 400 and "key=value" in bad.text
 
 
 def test_search_highlights_hits_and_links_to_the_message(viewer_store: Sessions) -> None:
@@ -216,6 +261,23 @@ def test_unknown_session_and_bad_ids(viewer_store: Sessions) -> None:
         assert c.get("/session", params={"id": "s", "leaf_id": "nothing"}).status_code == 404
         assert c.get("/session", params={"id": "x" * 2000}).status_code == 400
         assert c.get("/session/branch", params={"id": "s"}).status_code == 400
+
+
+def test_each_message_shows_its_stored_time(viewer_store: Sessions) -> None:
+    session = viewer_store.session("s")
+    session.import_message(text("first", "hidden by a summary"), created_at=1_000)
+    session.import_message(text("old", "imported"), created_at=1_700_000_000_000,
+                           parent_id="first")
+    session.import_message(text("new", "later"), created_at=1_700_000_061_500, parent_id="old")
+    record = session.add_compaction("sum", "first", "first")
+    with client(viewer_store) as c:
+        html = c.get("/session", params={"id": "s"}).text
+    assert ids_on(html) == ["compaction_" + record.id, "old", "new"]
+    for stamp in ("2023-11-14T22:13:20Z", "2023-11-14T22:14:21Z"):
+        assert f'<time class="at" datetime="{stamp}">{stamp}</time>' in html
+    summary_time = re.search(r'id="m-compaction_[^"]*".*?<time class="at" datetime="([^"]+)"',
+                             html, re.S)
+    assert summary_time is not None and summary_time.group(1).endswith("Z")
 
 
 # --- attachments ---------------------------------------------------------------------------
@@ -382,9 +444,57 @@ def test_the_event_stream_sends_messages_newer_than_the_page(viewer_store: Sessi
             lines.append(line)
             if line.startswith("data:"):
                 break
-    assert "event: messages" in lines and 'id: "late"' in lines
+    assert "event: messages" in lines
+    (event_id,) = [json.loads(line[len("id:"):]) for line in lines if line.startswith("id:")]
+    assert event_id[1] == "late"  # [change cursor, last message]: where a reconnect resumes
     batch = json.loads(lines[-1][len("data:"):])
     assert ids_on(batch["html"]) == ["late"] and batch["last"] == "late"
+
+
+def test_the_event_stream_follows_the_change_feed(viewer_store: Sessions) -> None:
+    """A stream opened at a change cursor sends a message committed after it (the watch
+    wakes on the commit), then ends with ``reset`` when a shown message is edited."""
+    chain(viewer_store, "s", 2)
+    since = viewer_store.change_cursor()
+    session = viewer_store.session("s")
+    with client(viewer_store, live_interval=0.05) as c, c.stream(
+        "GET", "/session/events", params={"id": "s", "after": "m1", "since": str(since)}
+    ) as stream:
+        lines = stream.iter_lines()
+        caught_up = next(line for line in lines if line.startswith("id:"))  # nothing new yet
+        assert json.loads(caught_up[len("id:"):]) == [since, "m1"]
+        session.append_message(text("fresh", "written while the page was open"))
+        got: list[str] = []
+        for line in lines:
+            got.append(line)
+            if line.startswith("data:"):
+                break
+        session.update_message(text("fresh", "edited"))
+        rest: list[str] = []
+        for line in lines:
+            rest.append(line)
+            if line.startswith("data:"):
+                break
+    assert "event: messages" in got
+    ids = [json.loads(line[len("id:"):]) for line in got if line.startswith("id:")]
+    assert ids[-1][1] == "fresh" and ids[-1][0] > since
+    assert ids_on(json.loads(got[-1][len("data:"):])["html"]) == ["fresh"]
+    assert "event: reset" in rest and "edited" in rest[-1]
+
+
+def test_an_event_stream_resumes_from_last_event_id(viewer_store: Sessions) -> None:
+    chain(viewer_store, "s", 3)
+    cursor = viewer_store.change_cursor()
+    with client(viewer_store, live_interval=0.05) as c, c.stream(
+        "GET", "/session/events", params={"id": "s", "after": "m0"},
+        headers={"Last-Event-ID": json.dumps([cursor, "m1"])},
+    ) as stream:
+        lines: list[str] = []
+        for line in stream.iter_lines():
+            lines.append(line)
+            if line.startswith("data:"):
+                break
+    assert ids_on(json.loads(lines[-1][len("data:"):])["html"]) == ["m2"]
 
 
 # --- the command ---------------------------------------------------------------------------

@@ -50,9 +50,12 @@ def _write(db: str) -> None:
                                      "one of them?"}]}, parent_id="q1")
         s.append_message({"id": "q2", "role": "user", "parts": [
             {"type": "text", "text": "Yes, please."}]})
+        s.update_info(title="Double charge in March", owner="acme-admin",
+                      metadata={"plan": "pro"})
         t = store.session("onboarding")
         t.append_message({"id": "o1", "role": "user", "parts": [
             {"type": "text", "text": "How do I invite my team?"}]})
+        t.update_info(title="Inviting the team", owner="new-user-17", metadata={"plan": "free"})
 
 
 def main_() -> int:

@@ -5,11 +5,14 @@ look like in :mod:`convostore.web._render`, the markup in ``templates/`` and the
 JavaScript in ``static/viewer.js`` (no inline script: the pages' Content-Security-Policy allows
 scripts, styles, images and connections from the viewer's own origin only).
 
-Live updates are server-sent events (``/session/events``): the stream polls the store every
-``live_interval`` seconds for messages newer than the last one the page shows
-(:func:`convostore.web._data.newer`) and sends them rendered. Another process's writes are seen
-because each poll reads the database. The loop in :func:`_live` is the one place a change feed
-would replace the polling.
+Live updates are server-sent events (``/session/events``) driven by the store's change feed:
+the conversation page takes the change log's cursor before it reads the messages, and its
+stream waits on :meth:`Sessions.watch` from that cursor for the session's changes (another
+process's writes included), then sends the messages newer than the last one the page shows
+(:func:`convostore.web._data.newer`), rendered. The watch blocks, so it runs on a worker thread
+of a pool of its own (:data:`LIVE_THREADS`; page requests keep the default pool), a wait of at
+most ``live_interval`` seconds at a time: between two waits the stream notices that its client
+left or the server is stopping. Nothing is read while a session is quiet.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -49,7 +53,7 @@ from ..errors import InvalidArgument, InvalidArgumentType
 from ..store import Sessions
 from . import _data, _render
 
-__all__ = ["LOOPBACK_HOSTS", "PAGE_CSP", "create_app"]
+__all__ = ["LIVE_THREADS", "LOOPBACK_HOSTS", "PAGE_CSP", "create_app"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,6 +66,13 @@ PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 DOWNLOAD_CSP = "default-src 'none'; sandbox"
 """The policy of a served file: should a browser render it anyway, it runs nothing."""
+
+LIVE_THREADS = 32
+"""Worker threads the live streams share to wait on the change feed (each wait lasts at most
+``live_interval``; more open streams take turns)."""
+
+KEEP_ALIVE = 15.0
+"""Seconds of quiet after which a live stream sends a comment (proxies close silent ones)."""
 
 IMAGE_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
 
@@ -107,8 +118,10 @@ def _encodable(html: str) -> str:
 
 
 def url(path: str, **params: object) -> str:
-    """``path`` with the query string of the params that are not None."""
-    query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+    """``path`` with the query string of the params that are not None (a list's items each
+    as the parameter)."""
+    query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None},
+                                   doseq=True)  # a list: the parameter repeated
     return f"{path}?{query}" if query else path
 
 
@@ -118,8 +131,8 @@ def _environment() -> Environment:
     env.globals.update(url=url, view_parts=_render.view_parts, anchor=_render.anchor,
                        safe_href=_render.safe_href, role_class=_render.role_class,
                        prefix=COMPACTION_PREFIX)
-    env.filters.update(size=_render.size, when=_render.when, pretty=_render.pretty_json,
-                       highlight=_render.highlight)
+    env.filters.update(size=_render.size, when=_render.when, iso=_render.iso,
+                       pretty=_render.pretty_json, highlight=_render.highlight)
     return env
 
 
@@ -146,24 +159,29 @@ def _content_disposition(kind: str, filename: str | None) -> str:
     return f"{kind}; filename=\"{plain}\"; filename*=UTF-8''{encoded}"
 
 
-def _sse(event: str, data: Mapping[str, Any], event_id: str | None = None) -> str:
+def _sse(event: str, data: Mapping[str, Any], event_id: object = None) -> str:
     """One server-sent event; the data is one line of JSON, the id ASCII JSON (no newline)."""
     head = f"id: {json.dumps(event_id)}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n"
 
 
-def _last_event_id(request: Request) -> str | None:
-    """The id of the last message the page has: the Last-Event-ID a reconnect sends, else
-    the ``after`` parameter of the first connection."""
+def _last_event_id(request: Request) -> tuple[str | None, int | None]:
+    """Where a live stream resumes: the last message id the page has and the change cursor
+    after which to wait. A reconnect's Last-Event-ID (``[cursor, "message id"]`` in JSON)
+    wins over the ``after`` and ``since`` parameters of the first connection."""
+    after, since = _param(request, "after"), _param(request, "since")
+    cursor = int(since) if since is not None and since.isdigit() and len(since) < 19 else None
     header = request.headers.get("last-event-id")
     if header:
         try:
             value = json.loads(header)
         except ValueError:
             value = None
-        if isinstance(value, str):
-            return value
-    return _param(request, "after")
+        if (isinstance(value, list) and len(value) == 2 and isinstance(value[1], str)
+                and isinstance(value[0], int) and not isinstance(value[0], bool)
+                and value[0] >= 0):
+            return value[1], value[0]
+    return after, cursor
 
 
 def create_app(
@@ -180,7 +198,9 @@ def create_app(
     :param allowed_hosts: the ``Host`` headers answered; the default serves loopback names
         only. ``None`` answers any host (the viewer has no login: only for a trusted network).
     :param page_size: messages per page of a conversation (older ones load on demand).
-    :param live_interval: seconds between two polls of an open conversation for new messages.
+    :param live_interval: the longest a live stream waits on the change feed at a time, so
+        the longest it takes to notice that its client left or the server is stopping (new
+        messages are sent as soon as they commit, whatever this is).
 
     ``app.state.stopping`` is a :class:`threading.Event`: set it when the server is about to
     stop, and the live streams end within ``live_interval`` (a server waits for open responses
@@ -190,6 +210,7 @@ def create_app(
     stopping = threading.Event()
     owned = not isinstance(store, Sessions)
     holder: list[Sessions] = [store] if isinstance(store, Sessions) else []
+    limiters: list[anyio.CapacityLimiter] = []  # made on the event loop (startup, or first use)
 
     def the_store() -> Sessions:
         return holder[0]
@@ -199,6 +220,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        limiters[:] = [anyio.CapacityLimiter(LIVE_THREADS)]  # of this run's event loop
         if owned:
             assert not isinstance(store, Sessions)
             holder.append(await run_in_threadpool(Sessions.open, store))
@@ -210,13 +232,25 @@ def create_app(
 
     def sessions_page(request: Request) -> Response:
         query = request.query_params.get("q", "")
-        page = _data.directory(the_store(), _number(request, "page", 1), 50)
+        owner = _param(request, "owner")
+        pairs = [p for p in request.query_params.getlist("meta") if p.strip()]
+        cursor = _param(request, "cursor")
+        directory = _data.directory(the_store(), owner=owner,
+                                    metadata=_data.metadata_filter(pairs), cursor=cursor,
+                                    per_page=50)
         hits = _data.search(the_store(), query, 50) if query.strip() else []
-        return HTMLResponse(render("sessions.html", directory=page, query=query, hits=hits))
+        filters = {"owner": owner, "meta": pairs or None}
+        return HTMLResponse(render(
+            "sessions.html", directory=directory, query=query, hits=hits, owner=owner or "",
+            meta=pairs, filtered=bool(owner or pairs), first_page=cursor is None,
+            newest=url("/", **filters),
+            older=(None if directory.next_cursor is None else
+                   url("/", **filters, cursor=directory.next_cursor))))
 
     def conversation(request: Request) -> Response:
         sid, leaf = _sid(request), _param(request, "leaf_id")
         session = the_store().session(sid)
+        since = _data.start_cursor(the_store()) if leaf is None else None
         page = _data.older_page(session, leaf_id=leaf, before=None, limit=page_size)
         if not page.entries:
             raise HTTPException(404, "no messages in this session" if leaf is None else
@@ -224,7 +258,7 @@ def create_app(
         tokens, exact = _data.path_tokens(session, leaf)
         return HTMLResponse(render(
             "conversation.html", sid=sid, leaf_id=leaf, page=page, tokens=tokens,
-            tokens_exact=exact, interval_ms=int(live_interval * 1000)))
+            tokens_exact=exact, since=since))
 
     def older(request: Request) -> Response:
         sid, leaf = _sid(request), _param(request, "leaf_id")
@@ -278,31 +312,55 @@ def create_app(
     async def events(request: Request) -> Response:
         sid = _sid(request)
         session = the_store().session(sid)
-        return StreamingResponse(_live(request, session, _last_event_id(request)),
+        after, since = _last_event_id(request)
+        if since is None:  # no cursor: follow from now (what the page shows may lag a little)
+            since = await run_in_threadpool(_data.start_cursor, the_store())
+        return StreamingResponse(_live(request, session, after, since),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    async def _live(request: Request, session: Any, after: str | None) -> AsyncIterator[str]:
-        """Poll for messages newer than ``after``; send each batch rendered, or ``reset``."""
+    async def _live(
+        request: Request, session: Any, after: str | None, since: int
+    ) -> AsyncIterator[str]:
+        """Wait on the change feed after ``since``; on each of the session's changes send the
+        messages newer than ``after`` rendered, or ``reset`` when the page cannot follow."""
+        if not limiters:
+            limiters.append(anyio.CapacityLimiter(LIVE_THREADS))
         yield f"retry: {max(500, int(live_interval * 2000))}\n\n"
-        quiet = 0
+        quiet, catch_up = 0.0, True  # first, what came before the stream opened
         while not stopping.is_set() and not await request.is_disconnected():
+            if not catch_up:
+                wake = await anyio.to_thread.run_sync(
+                    _data.wait_for_changes, the_store(), session.session_id, since,
+                    live_interval, limiter=limiters[0])
+                if wake.closed:
+                    return
+                if wake.expired:
+                    yield _sse("reset", {"reason": "the change log moved past this page"})
+                    return
+                if not wake.changes:
+                    quiet += live_interval
+                    if quiet >= KEEP_ALIVE:
+                        yield ": keep-alive\n\n"
+                        quiet = 0.0
+                    continue
+                quiet, since = 0.0, wake.cursor
+                if any(c.type in ("update", "delete", "clear") for c in wake.changes):
+                    yield _sse("reset", {"reason": "messages were edited or deleted"})
+                    return
+            catch_up = False
             found = await run_in_threadpool(_data.newer, session, after, 200)
             if found is None:
-                yield _sse("reset", {"reason": "the active branch changed"})
+                yield _sse("reset", {"reason": "another branch became active, or it was "
+                                               "compacted"})
                 return
             if found:
                 after = found[-1].id
                 html = await run_in_threadpool(render, "_entries.html",
                                                sid=session.session_id, entries=found)
-                yield _sse("messages", {"html": html, "last": after}, after)
-                quiet = 0
-            else:
-                quiet += 1
-                if quiet * live_interval >= 15:  # a comment keeps proxies from closing it
-                    yield ": keep-alive\n\n"
-                    quiet = 0
-            await anyio.sleep(live_interval)
+                yield _sse("messages", {"html": html, "last": after}, [since, after])
+            else:  # nothing new on the path shown: a resumed stream starts from here
+                yield f"id: {json.dumps([since, after])}\n\n"
 
     async def bad_request(request: Request, exc: Exception) -> Response:
         return HTMLResponse(render("error.html", status=400, problem=str(exc)), 400)

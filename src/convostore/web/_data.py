@@ -1,100 +1,107 @@
 """What the viewer reads from a store: every store call of the web package is made here.
 
-The routes and templates see only the small types below (:class:`Entry`, :class:`Page`, ...),
-so a better store call replaces one function here and nothing else. Four are written with what
-the store offers today, and say what would replace them:
+The routes and templates see only the small types below (:class:`Entry`, :class:`Page`, ...)
+and the store's own records (:class:`~convostore.SessionEntry`), so a better store call
+replaces one function here and nothing else.
 
-- :func:`directory` pages :meth:`Sessions.list_sessions` in memory (a cursor-paged, filtered
-  directory would page in SQL);
-- :func:`entries` learns each message's parent from its neighbour in the newest-first stream and
-  its siblings from :meth:`Session.get_branches` (one query per parent; a sibling-position call
-  would answer both at once);
-- :func:`branch_leaf` walks down from a message by :meth:`Session.get_branches` to the newest
-  leaf under it (a list of the session's leaves would make it one query);
-- :attr:`Entry.created_at` is None: no public read gives a message row's time yet (a history
-  read that yields records with ``created_at`` fills it in).
-
-Reads of a conversation touch only the rows they show: a page is the first ``limit`` messages
-of ``Session.history(newest_first=True)``, so a 100,000-message session opens as fast as a
-10-message one.
+- :func:`directory` is one page of :meth:`Sessions.list_conversations` (newest first, keyed by
+  its cursor, filtered by owner and metadata in SQL);
+- a conversation page is the first ``limit`` records of
+  ``Session.history_records(newest_first=True)``: each message with its stored time, parent and
+  size, and rows further back are not touched, so a 100,000-message session opens as fast as a
+  10-message one; a fork's switcher is :meth:`Session.get_sibling_position` (no content read);
+- :func:`branch_leaf` picks, among :meth:`Session.get_leaves` (the chosen leaf first), the
+  newest leaf below a message;
+- :func:`wait_for_changes` blocks on :meth:`Sessions.watch` for the live stream.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
-from .. import codec
 from .._parts import DEFAULT_MEDIA_TYPE, parse_data_url
+from .._records import MessageRecord, SessionEntry
 from ..compaction import COMPACTION_PREFIX
-from ..manager import SessionManager
-from ..model import Message, SearchResult, SessionSummary, StoredCompaction
+from ..errors import CursorExpired, InvalidArgument, StoreClosed
+from ..model import Change, Message, SearchResult, StoredCompaction
 from ..session import Session
 from ..store import Sessions
 
 __all__ = [
-    "BRANCH_WALK_LIMIT",
     "DirectoryPage",
-    "DirectoryRow",
     "Entry",
     "Page",
     "Payload",
     "Siblings",
+    "Wake",
     "attachment",
     "branch_leaf",
     "directory",
     "entries",
     "has_payload",
+    "metadata_filter",
     "newer",
     "older_page",
     "originals",
     "path_tokens",
     "search",
+    "start_cursor",
+    "wait_for_changes",
 ]
-
-BRANCH_WALK_LIMIT = 10_000
-"""Most steps :func:`branch_leaf` takes down a branch before it stops at the message reached."""
 
 
 # --- the sessions page ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class DirectoryRow:
-    """One session of the directory: what the store knows of it, and its managed name."""
-
-    summary: SessionSummary
-    name: str | None
-
-
-@dataclass(frozen=True)
 class DirectoryPage:
-    """One page of the directory, newest first."""
+    """One page of the directory, newest ``updated_at`` first."""
 
-    rows: list[DirectoryRow]
-    page: int
-    """The page number, from 1."""
-    has_next: bool
-    total: int
+    rows: list[SessionEntry]
+    next_cursor: str | None
+    """The cursor of the next (older) page, None on the last."""
 
 
-def directory(store: Sessions, page: int, per_page: int) -> DirectoryPage:
-    """Sessions newest first (by last write, then id), page ``page`` of ``per_page`` each."""
-    everything = sorted(store.list_sessions(), key=lambda s: (s.last_write, s.session_id),
-                        reverse=True)
-    page = max(1, page)
-    start = (page - 1) * per_page
-    chosen = everything[start : start + per_page]
-    manager = SessionManager(store)
-    rows = []
-    for summary in chosen:
-        info = manager.get(summary.session_id)
-        rows.append(DirectoryRow(summary, None if info is None else info.name))
-    return DirectoryPage(rows, page, start + per_page < len(everything), len(everything))
+def metadata_filter(pairs: Iterable[str]) -> dict[str, Any]:
+    """The ``metadata=`` filter of ``key=value`` texts (empty ones skipped).
+
+    A value that reads as a JSON number, ``true``, ``false``, ``null`` or a quoted string is
+    that value (``n=3`` is the number, ``n="3"`` the string); any other text is itself.
+
+    :raises InvalidArgument: a text without ``=``, or with an empty key.
+    """
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        if not pair.strip():
+            continue
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgument("meta", f"a metadata filter is key=value, not {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(value, (dict, list)):
+            value = raw
+        found[key.strip()] = value
+    return found
+
+
+def directory(
+    store: Sessions, *, owner: str | None, metadata: dict[str, Any], cursor: str | None,
+    per_page: int,
+) -> DirectoryPage:
+    """One page of :meth:`Sessions.list_conversations` (an index read; no message read)."""
+    page = store.list_conversations(owner=owner, metadata=metadata or None, limit=per_page,
+                                    cursor=cursor)
+    return DirectoryPage(page.sessions, page.next_cursor)
 
 
 def search(store: Sessions, query: str, limit: int) -> list[SearchResult]:
@@ -132,9 +139,10 @@ class Entry:
 
     message: Message
     size: int
-    """UTF-8 bytes of its stored JSON (media put back in counts as its data URL)."""
+    """Stored bytes: the row, its continuations and referenced payloads' base64."""
     created_at: int | None
-    """Epoch milliseconds of its row, when a read gives it (see the module docstring)."""
+    """Epoch milliseconds stored with its row (a compaction summary: its record's time);
+    None for an original message shown under its summary."""
     compaction: StoredCompaction | None
     """For the synthetic message a read shows in place of a compacted span: its record."""
     siblings: Siblings | None
@@ -164,64 +172,35 @@ class Page:
         return self.entries[-1].id if self.entries else None
 
 
-class _Forks:
-    """Sibling lists of the parents asked about, each read once per request."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-        self._children: dict[str | None, tuple[str, ...]] = {}
-
-    def of(self, message_id: str, parent_id: str | None) -> Siblings | None:
-        if parent_id not in self._children:
-            found = (self._session.get_roots() if parent_id is None
-                     else self._session.get_branches(parent_id))
-            self._children[parent_id] = tuple(str(m.get("id")) for m in found)
-        ids = self._children[parent_id]
-        if len(ids) < 2 or message_id not in ids:
-            return None
-        return Siblings(ids, ids.index(message_id))
-
-
 def _records(session: Session) -> dict[str, StoredCompaction]:
     """The session's compaction records by the id of the synthetic message each shows as."""
     return {COMPACTION_PREFIX + r.id: r for r in session.get_compactions()}
 
 
+def _siblings(session: Session, message_id: str) -> Siblings | None:
+    """The fork ``message_id`` stands at (one content-free read), None when it has none."""
+    position = session.get_sibling_position(message_id)
+    if position is None or position.count < 2:
+        return None
+    return Siblings(position.sibling_ids, position.index)
+
+
 def entries(
-    session: Session, newest_first: list[Message], older: Message | None,
-    records: dict[str, StoredCompaction],
+    session: Session, newest_first: list[MessageRecord], records: dict[str, StoredCompaction],
 ) -> list[Entry]:
-    """Entries of consecutive path messages, oldest first.
-
-    :param newest_first: the messages, as ``history(newest_first=True)`` yields them.
-    :param older: the message just below the oldest of them on the path, None at a root.
-
-    A real message's parent is the next older message of the path, or, when that is a
-    compaction summary, the last message of its span.
-    """
-    if not newest_first:
-        return []
-    forks = _Forks(session)
+    """Entries of consecutive path records (as ``history_records(newest_first=True)`` yields
+    them), oldest first; each real message's fork from :meth:`Session.get_sibling_position`."""
     out: list[Entry] = []
-    below = [*newest_first[1:], older]
-    for message, parent in zip(newest_first, below, strict=True):
-        record = records.get(str(message.get("id")))
-        siblings = None
-        if record is None:
-            if parent is None:
-                parent_id = None
-            else:
-                parent_record = records.get(str(parent.get("id")))
-                parent_id = (str(parent.get("id")) if parent_record is None
-                             else parent_record.to_message_id)
-            siblings = forks.of(str(message.get("id")), parent_id)
-        out.append(Entry(message, codec.stored_size(message), None, record, siblings))
-    out.reverse()
+    for record in reversed(newest_first):
+        mid = str(record.message.get("id"))
+        compaction = records.get(mid)
+        siblings = _siblings(session, mid) if compaction is None else None
+        out.append(Entry(record.message, record.size, record.created_at, compaction, siblings))
     return out
 
 
 def _stream(session: Session, leaf_id: str | None, before: str | None,
-            records: dict[str, StoredCompaction]) -> Iterator[Message]:
+            records: dict[str, StoredCompaction]) -> Iterator[MessageRecord]:
     """The path newest first, starting below ``before`` when given (a message shown, or a
     compaction summary shown), else at ``leaf_id`` (None: the active leaf).
 
@@ -229,15 +208,15 @@ def _stream(session: Session, leaf_id: str | None, before: str | None,
     same on it, so the page continues the one shown.
     """
     if before is None:
-        yield from session.history(leaf_id=leaf_id, newest_first=True)
+        yield from session.history_records(leaf_id=leaf_id, newest_first=True)
         return
     record = records.get(before)
     anchor = before if record is None else record.from_message_id
-    stream = session.history(leaf_id=anchor, newest_first=True)
+    stream = session.history_records(leaf_id=anchor, newest_first=True)
     first = next(stream, None)
     if first is None:
         return
-    if first.get("id") != anchor:  # the store changed under the page: show what it holds
+    if first.message.get("id") != anchor:  # the store changed under the page: show it
         yield first
     yield from stream
 
@@ -247,14 +226,12 @@ def older_page(session: Session, *, leaf_id: str | None, before: str | None,
     """Up to ``limit`` messages of the path, the newest first read: the newest ones of the
     branch (``before`` None), or those just older than the message ``before``.
 
-    Reads ``limit + 1`` messages newest first (the extra one tells the parent of the oldest
-    and whether older ones remain); rows further back are not touched.
+    Reads ``limit + 1`` records newest first (the extra one tells whether older ones remain);
+    rows further back are not touched.
     """
     records = _records(session)
     taken = list(islice(_stream(session, leaf_id, before, records), limit + 1))
-    older = taken[limit] if len(taken) > limit else None
-    shown = taken[:limit]
-    return Page(entries(session, shown, older, records), older is not None)
+    return Page(entries(session, taken[:limit], records), len(taken) > limit)
 
 
 def newer(session: Session, after: str | None, limit: int) -> list[Entry] | None:
@@ -265,29 +242,35 @@ def newer(session: Session, after: str | None, limit: int) -> list[Entry] | None
     should be reloaded. Reads the newest messages until ``after``: one row when nothing is new.
     """
     records = _records(session)
-    taken: list[Message] = []
-    stream = session.history(newest_first=True)
-    for message in stream:
-        if after is not None and message.get("id") == after:
-            return entries(session, taken, message, records)
-        taken.append(message)
+    taken: list[MessageRecord] = []
+    for record in session.history_records(newest_first=True):
+        if after is not None and record.message.get("id") == after:
+            return entries(session, taken, records)
+        taken.append(record)
         if len(taken) > limit:
             return None
-    return None if after is not None else entries(session, taken, None, records)
+    return None if after is not None else entries(session, taken, records)
 
 
 def branch_leaf(session: Session, message_id: str) -> str:
-    """The newest leaf below ``message_id`` (newest child at each step), for a branch switch.
+    """The leaf a branch switch to ``message_id`` shows: the session's chosen leaf when it is
+    below ``message_id``, else the newest leaf below it (``message_id`` itself when it has
+    no children, or is not stored).
 
-    One :meth:`Session.get_branches` per step, at most :data:`BRANCH_WALK_LIMIT` steps.
+    One content-free path read (:meth:`Session.get_history_row_stats`) per leaf tried, newest
+    first, after one read of :meth:`Session.get_leaves`.
     """
-    current = message_id
-    for _ in range(BRANCH_WALK_LIMIT):
-        children = session.get_branches(current)
-        if not children:
-            break
-        current = str(children[-1].get("id"))
-    return current
+    leaves = [str(m.get("id")) for m in session.get_leaves()]
+    if message_id in leaves or not leaves:
+        return message_id
+    info = session.get_info()
+    chosen = info.active_leaf if info is not None else None
+    candidates = ([chosen] if chosen is not None else []) + [
+        leaf for leaf in reversed(leaves) if leaf != chosen]
+    for leaf in candidates:
+        if any(row.id == message_id for row in session.get_history_row_stats(leaf)):
+            return leaf
+    return message_id
 
 
 def path_tokens(session: Session, leaf_id: str | None) -> tuple[int, bool]:
@@ -313,17 +296,63 @@ def originals(
     record = _records(session).get(compaction_message_id)
     if record is None:
         return None
-    ids = [r.id for r in session.get_history_row_stats(record.to_message_id)]
+    stats = session.get_history_row_stats(record.to_message_id)
+    ids = [r.id for r in stats]
     if record.from_message_id not in ids:
         return [], 0
-    span = ids[ids.index(record.from_message_id):]
-    chosen = span[max(0, offset) : max(0, offset) + limit]
+    span = stats[ids.index(record.from_message_id):]
     out = []
-    for mid in chosen:
-        message = session.get_message(mid)
+    for row in span[max(0, offset) : max(0, offset) + limit]:
+        message = session.get_message(row.id)
         if message is not None:
-            out.append(Entry(message, codec.stored_size(message), None, None, None))
+            out.append(Entry(message, row.bytes, None, None, None))
     return out, len(span)
+
+
+# --- live -------------------------------------------------------------------------------------
+
+
+def start_cursor(store: Sessions) -> int:
+    """Where the change log is now: taken before a page is read, the page's live stream
+    follows from it and misses nothing written after the read."""
+    return store.change_cursor()
+
+
+@dataclass(frozen=True)
+class Wake:
+    """What :func:`wait_for_changes` found."""
+
+    changes: list[Change]
+    """The session's changes after the cursor (empty: none came in time)."""
+    cursor: int
+    """The cursor to wait from next."""
+    expired: bool = False
+    """The cursor was older than the change log: the page should be reloaded."""
+    closed: bool = False
+    """The store closed: there is nothing more to wait for."""
+
+
+def wait_for_changes(store: Sessions, session_id: str, since: int, timeout: float) -> Wake:
+    """Block until the session has changes after ``since`` (every change already there, up
+    to a few hundred), or ``timeout`` seconds pass; a :meth:`Sessions.watch` that ends with
+    the wait (and at once when the store closes).
+    """
+    try:
+        stream = store.watch(since=since, session_id=session_id, timeout=timeout)
+        try:
+            first = next(stream, None)
+        finally:
+            close = getattr(stream, "close", None)  # a generator: end its wait now
+            if close is not None:
+                close()
+        if first is None:
+            return Wake([], since, closed=store.closed)
+        found = [first, *store.changes(first.cursor, limit=500, session_id=session_id)]
+    except CursorExpired:
+        return Wake([], since, expired=True)
+    except StoreClosed:
+        return Wake([], since, closed=True)
+    return Wake(found, found[-1].cursor)
 
 
 # --- attachments ------------------------------------------------------------------------------

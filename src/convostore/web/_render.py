@@ -13,6 +13,7 @@ import json
 import re
 import urllib.parse
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -29,6 +30,7 @@ __all__ = [
     "anchor",
     "highlight",
     "is_inline_image",
+    "iso",
     "pretty_json",
     "role_class",
     "safe_href",
@@ -59,6 +61,18 @@ def size(n: int) -> str:
 def when(ms: int | None) -> str:
     """Epoch milliseconds as ``2023-11-14 22:13:20 UTC``; empty for None."""
     return "" if ms is None else _when(ms)
+
+
+def iso(ms: int | None) -> str:
+    """Epoch milliseconds in UTC ISO 8601 to the second, ``2023-11-14T22:13:20Z``; empty for
+    None; a value no date can show as :func:`when` shows it."""
+    if ms is None:
+        return ""
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return _when(ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def role_class(role: object) -> str:

@@ -96,11 +96,13 @@
       list.dataset.last = batch.last;
       if (follow) { window.scrollTo(0, document.documentElement.scrollHeight); }
     });
-    source.addEventListener("reset", function () {
+    source.addEventListener("reset", function (event) {
       source.close();
       if (status) { status.textContent = "paused"; status.className = "live off"; }
-      notice("This conversation changed (another branch became active, or it was compacted). " +
-             "Reload the page to see it.");
+      var reason = "";
+      try { reason = JSON.parse(event.data).reason || ""; } catch (error) { reason = ""; }
+      notice("This conversation changed" + (reason ? " (" + reason + ")" : "") +
+             ". Reload the page to see it.");
     });
   }
 
