@@ -58,6 +58,13 @@ def _fresh_schema() -> str:
     return f"cs_test_{uuid.uuid4().hex[:12]}"
 
 
+def _pooled(spec: BackendSpec) -> dict[str, Any]:
+    """``transaction_pooler=True`` when the spec reaches the server through one: a store opened
+    with options of the test's own must say so too, or it would leave session state (its
+    search_path) on the pooler's server connections for every other client."""
+    return {"transaction_pooler": True} if spec.options.get("transaction_pooler") else {}
+
+
 @pytest.fixture
 def spec(backend_spec: BackendSpec) -> BackendSpec:
     """The postgres backend spec (other backends skip through the ``requires`` marker)."""
@@ -106,11 +113,14 @@ def test_a_user_pool_is_used_and_never_closed(spec: BackendSpec) -> None:
     from psycopg_pool import ConnectionPool
 
     schema = spec.options["schema"]
-    pool: ConnectionPool[Any] = ConnectionPool(spec.url, min_size=1, max_size=2, open=True)
+    # behind a transaction pooler, the user's pool prepares nothing (as the store's own would not)
+    kwargs = {"prepare_threshold": None} if _pooled(spec) else {}
+    pool: ConnectionPool[Any] = ConnectionPool(spec.url, min_size=1, max_size=2, open=True,
+                                               kwargs=kwargs)
     try:
         with pool.connection() as conn:
             path_before = conn.execute("SHOW search_path").fetchone()
-        store = Sessions.open(pool=pool, schema=schema)
+        store = Sessions.open(pool=pool, schema=schema, **_pooled(spec))
         s = store.session("u")
         s.append_message(text("a", "hello pool"))
         s.append_message(text("b", "second"))
@@ -189,7 +199,7 @@ def test_schemas_isolate_stores_in_one_database(spec: BackendSpec, schemas: list
 def test_an_awkward_schema_name_is_quoted(spec: BackendSpec, schemas: list[str]) -> None:
     odd = f"Odd Schema-{uuid.uuid4().hex[:6]}'%?"
     schemas.append(odd)
-    with Sessions.open(spec.url, schema=odd) as store:
+    with Sessions.open(spec.url, schema=odd, **_pooled(spec)) as store:
         store.session().append_message(text("a", "quoted schema works"))
         assert [r.id for r in store.session().search("quoted schema")] == ["a"]
     assert "convostore_messages" in _tables(odd)
@@ -205,10 +215,11 @@ def test_a_bad_schema_name_is_refused_before_connecting(bad: str) -> None:
 # --- migrations -----------------------------------------------------------------------------
 
 
-def _open_and_write(url: str, schema: str, worker: int, start: Any, out: Any) -> None:
+def _open_and_write(url: str, schema: str, worker: int, start: Any, out: Any,
+                    pooled: dict[str, Any]) -> None:
     try:
         start.wait(30)
-        with Sessions.open(url, schema=schema) as store:
+        with Sessions.open(url, schema=schema, **pooled) as store:
             store.session(f"w{worker}").append_message(text(f"m{worker}", "hi"))
         out.put((worker, None))
     except BaseException as exc:  # reported to the parent, which fails the test
@@ -224,7 +235,7 @@ def test_processes_opening_a_new_schema_at_once_migrate_it_once(
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     procs = [
-        ctx.Process(target=_open_and_write, args=(spec.url, schema, w, start, out))
+        ctx.Process(target=_open_and_write, args=(spec.url, schema, w, start, out, _pooled(spec)))
         for w in range(6)
     ]
     for p in procs:
@@ -238,7 +249,7 @@ def test_processes_opening_a_new_schema_at_once_migrate_it_once(
         assert conn.execute(
             f'SELECT key, value FROM "{schema}".convostore_meta'
         ).fetchall() == [("schema_version", str(SCHEMA_VERSION))]
-    with Sessions.open(spec.url, schema=schema) as store:
+    with Sessions.open(spec.url, schema=schema, **_pooled(spec)) as store:
         assert [x.session_id for x in store.list_sessions()] == [f"w{w}" for w in range(6)]
 
 
@@ -286,7 +297,7 @@ def test_a_version_2_schema_migrates_and_its_rows_still_branch(
                 "created_at, content) VALUES ('', %s, %s, %s, 'user', 1, %s)",
                 V2_TREE_ROWS,
             )
-    with Sessions.open(spec.url, schema=schema) as store:
+    with Sessions.open(spec.url, schema=schema, **_pooled(spec)) as store:
         check_v2_tree_after_migration(store.session())
     with _admin() as conn:
         indexes = dict(conn.execute(
@@ -408,7 +419,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
     from convostore.backends._legacy_sql import LEGACY_MESSAGES
 
     schema = spec.options["schema"]
-    with Sessions.open(spec.url, schema=schema, pool_size=1) as store:
+    with Sessions.open(spec.url, schema=schema, pool_size=1, **_pooled(spec)) as store:
         # With the search table known, a write scope sends no catalog query of its own before
         # ours (scanning pg_class would refresh the caches by locking it).
         store.search("anything")

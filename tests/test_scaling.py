@@ -217,4 +217,5 @@ def test_through_a_transaction_pooler_no_schema_is_left_on_server_connections(
             for _ in range(40):
                 paths.add(other.execute("SHOW search_path").fetchone()[0])  # type: ignore[index]
                 other.commit()
-    assert paths == {'"$user", public'}
+    # Other tests' stores may pass (a pooler shares its server connections); never this one's.
+    assert not [p for p in paths if backend_spec.options["schema"] in p]

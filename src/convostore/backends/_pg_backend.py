@@ -357,7 +357,12 @@ class PostgresBackend:
             conn.execute("SELECT set_config('search_path', %s, false)", (self._path,))
 
     def _prepare_conn(self, conn: psycopg.Connection[Any]) -> bool:
-        """Make a user pool's connection autocommit for the scope; True if it was not."""
+        """Make a user pool's connection autocommit for the scope; True if it was not.
+
+        Behind a transaction pooler it also stops preparing statements (another server
+        connection would not have them)."""
+        if self._pooler:
+            conn.prepare_threshold = None
         if conn.autocommit:
             return False
         conn.autocommit = True
