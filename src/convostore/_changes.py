@@ -43,9 +43,11 @@ TRIM_BATCH = 10_000
 """Most change-log rows one trimming transaction deletes."""
 TRIM_EVERY = 1_000
 """Logged writes of this process between two trims (fewer for a small ``change_log_size``)."""
-_TRIM_SCOPE = "\x00convostore:changes"
-"""The write scope trims run in: a key no session can have (ids hold no NUL), so a trim
-serialises with other trims only, not with any session's writers."""
+_TRIM_SCOPE = "convostore:changes"
+"""The write scope trims run in: a key in convostore's own namespace (``convostore:`` ids are
+its internal sessions; this one never holds messages), so a trim serialises with other trims
+only, not with any conversation's writers. It must be a storable id: on PostgreSQL the scope
+locks a state row keyed by it."""
 _ERROR_TEXT = 1_000
 """Characters of an error's text kept in its change."""
 
