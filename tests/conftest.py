@@ -43,6 +43,8 @@ PGBOUNCER_URL = os.environ.get("CONVOSTORE_TEST_PGBOUNCER_URL")
 # - schema_file: the engine ships its DDL as a file an administrator runs, so that a role
 #   without rights to create tables can use the store.
 # - url_password: the URL carries a login whose password must never show.
+# - direct_connections: the store's connections are the server's (no pooler between), so
+#   pg_stat_activity counts a pool's connections.
 # - server_locks: writers serialise on server-side locks (a table lock for the store, a row
 #   lock for the session) that another connection (the test's own) can hold.
 # - search_table_probe: write scopes ask whether the search table exists until a scope of the
@@ -62,7 +64,10 @@ CAPABILITIES: dict[str, frozenset[str]] = {
 }
 # The same server through a transaction pooler, and with hash-partitioned tables: the whole
 # suite runs on both (a pooler keeps no session state; partitions change only the DDL).
-CAPABILITIES["postgres-pgbouncer"] = CAPABILITIES["postgres"]
+# Through a pooler the server sees the pooler's connections, not the client's: a test that
+# counts a pool's connections in pg_stat_activity needs "direct_connections".
+CAPABILITIES["postgres"] = CAPABILITIES["postgres"] | {"direct_connections"}
+CAPABILITIES["postgres-pgbouncer"] = CAPABILITIES["postgres"] - {"direct_connections"}
 CAPABILITIES["postgres-partitioned"] = CAPABILITIES["postgres"] - {"schema_file"}
 
 # Capability names the engines declare through ``Sessions.capabilities`` today. An engine that

@@ -237,7 +237,7 @@ async def _loop(make: Callable[..., Any], url: str, options: dict[str, Any], app
         obj.close()
 
 
-@pytest.mark.requires("connection_pool")
+@pytest.mark.requires("connection_pool", "direct_connections")
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_thousand_objects_stay_within_one_pool(backend_spec: BackendSpec, kind: str) -> None:
     app = f"cs_share_{uuid.uuid4().hex[:10]}"
@@ -254,7 +254,7 @@ def test_a_thousand_objects_stay_within_one_pool(backend_spec: BackendSpec, kind
     assert _settle(app) == 0  # the last user closed the pool
 
 
-@pytest.mark.requires("connection_pool")
+@pytest.mark.requires("connection_pool", "direct_connections")
 def test_reopening_never_adds_up_pools(backend_spec: BackendSpec) -> None:
     """With no object left between two, each one opens the store anew: the old pool is closed
     (on a thread, from the loop) before the new one opens."""
