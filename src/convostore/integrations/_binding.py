@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from ..aio import AsyncSession, AsyncSessions
 from ..backends._engines import parse_url
 from ..errors import StoreClosed
+from ..model import SearchResult
 from ..session import Session
 from ..store import Sessions
 from ._shared import Lease, acquire
@@ -157,3 +158,55 @@ class Binding:
             return
         await self._turns.wait_idle()
         await asyncio.to_thread(self.close)
+
+
+B = TypeVar("B", bound="Bound")
+
+
+class Bound:
+    """What every integration object shares over its :class:`Binding` (``self._binding``):
+    its ``repr``, the underlying session, ``close``/``aclose`` and the ``with``/``async with``
+    protocols. Subclasses set ``_binding`` and ``session_id`` in their constructor."""
+
+    _binding: Binding
+    session_id: str
+
+    def __repr__(self) -> str:
+        state = "closed" if self._binding.closed else "open"
+        return f"<{type(self).__name__} {self.session_id!r} {state}>"
+
+    @property
+    def session(self) -> Session | AsyncSession:
+        """The underlying convostore session (an ``AsyncSession`` for an async store).
+
+        For a store given as a URL, the first use opens the shared store (blocking).
+        """
+        return self._binding.public
+
+    def close(self) -> None:
+        """Stop using the store: a shared store (from a URL) is given back and closed with its
+        last user; a store given as an object stays open. Later calls raise
+        :class:`SessionClosed` (a ``RuntimeError``). Idempotent."""
+        self._binding.close()
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`: waits for this object's async calls made before it,
+        and closes a store off the event loop."""
+        await self._binding.aclose()
+
+    def __enter__(self: B) -> B:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self: B) -> B:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def search_handle(handle: Session, query: str, limit: int) -> list[SearchResult]:
+    """``handle.search``, as a function :meth:`Binding.call` runs."""
+    return handle.search(query, limit=limit)

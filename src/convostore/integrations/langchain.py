@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..codec import new_message_id
 from ..model import Message, SearchResult
 from . import missing
-from ._binding import Binding
+from ._binding import Binding, Bound, search_handle
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -40,7 +40,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise missing("langchain", "LangChain", "langchain-core", "langchain") from exc
 
 if TYPE_CHECKING:
-    from ..aio import AsyncSession, AsyncSessions
+    from ..aio import AsyncSessions
     from ..session import Session
     from ..store import Sessions
 
@@ -98,7 +98,7 @@ def from_stored(message: Message) -> BaseMessage | None:
     return fallback
 
 
-class ConvostoreChatMessageHistory(BaseChatMessageHistory):
+class ConvostoreChatMessageHistory(Bound, BaseChatMessageHistory):
     """LangChain's chat message history over a convostore session.
 
     :param session_id: the conversation's id (also the convostore session id).
@@ -123,17 +123,6 @@ class ConvostoreChatMessageHistory(BaseChatMessageHistory):
         self.session_id = session_id
         """The conversation's id."""
 
-    def __repr__(self) -> str:
-        state = "closed" if self._binding.closed else "open"
-        return f"<ConvostoreChatMessageHistory {self.session_id!r} {state}>"
-
-    @property
-    def session(self) -> Session | AsyncSession:
-        """The underlying convostore session (an ``AsyncSession`` for an async store).
-
-        For a store given as a URL, the first use opens the shared store (blocking).
-        """
-        return self._binding.public
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -168,34 +157,11 @@ class ConvostoreChatMessageHistory(BaseChatMessageHistory):
 
     def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Full-text search of this conversation's text, best match first."""
-        return self._binding.call_sync(_search, query, limit)
+        return self._binding.call_sync(search_handle, query, limit)
 
     async def asearch(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Async twin of :meth:`search`."""
-        return await self._binding.call(_search, query, limit)
-
-    def close(self) -> None:
-        """Stop using the store: a shared store (from a URL) is given back and closed with its
-        last user; a store given as an object stays open. Later calls raise
-        :class:`~convostore.integrations.SessionClosed`. Idempotent."""
-        self._binding.close()
-
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`: waits for this history's async calls made before it,
-        and closes a store off the event loop."""
-        await self._binding.aclose()
-
-    def __enter__(self) -> ConvostoreChatMessageHistory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> ConvostoreChatMessageHistory:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        return await self._binding.call(search_handle, query, limit)
 
 
 def _read(handle: Session) -> list[BaseMessage]:
@@ -216,5 +182,3 @@ def _clear(handle: Session) -> None:
     handle.clear_messages()
 
 
-def _search(handle: Session, query: str, limit: int) -> list[SearchResult]:
-    return handle.search(query, limit=limit)

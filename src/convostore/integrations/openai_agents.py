@@ -44,7 +44,7 @@ from .. import formats
 from .._parts import compact_json
 from ..model import UNSET, Message, SearchResult, Unset
 from . import missing
-from ._binding import Binding
+from ._binding import Binding, Bound, search_handle
 from ._pairing import pair_results
 
 try:
@@ -59,7 +59,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                   "openai-agents") from exc
 
 if TYPE_CHECKING:
-    from ..aio import AsyncSession, AsyncSessions
+    from ..aio import AsyncSessions
     from ..session import Session
     from ..store import Sessions
 
@@ -73,7 +73,7 @@ class _Root:
 _ROOT = _Root()
 
 
-class ConvostoreSession:
+class ConvostoreSession(Bound):
     """The OpenAI Agents SDK ``Session`` protocol over a convostore session.
 
     :param session_id: the conversation's id (also the convostore session id).
@@ -116,17 +116,6 @@ class ConvostoreSession:
         # which has no message to store and lasts until the next add_items.
         self._view: _Root | None = None
 
-    def __repr__(self) -> str:
-        state = "closed" if self._binding.closed else "open"
-        return f"<ConvostoreSession {self.session_id!r} {state}>"
-
-    @property
-    def session(self) -> Session | AsyncSession:
-        """The underlying convostore session (an ``AsyncSession`` for an async store).
-
-        For a store given as a URL, the first use opens the shared store (blocking).
-        """
-        return self._binding.public
 
     # --- the Session protocol -----------------------------------------------------------------
 
@@ -187,30 +176,8 @@ class ConvostoreSession:
 
         Tool outputs are found when the store was opened with ``search_tool_output=True``.
         """
-        return await self._binding.call(_search, query, limit)
+        return await self._binding.call(search_handle, query, limit)
 
-    def close(self) -> None:
-        """Stop using the store: a shared store (from a URL) is given back and closed with its
-        last user; a store given as an object stays open. Later calls raise
-        :class:`~convostore.integrations.SessionClosed` (a ``RuntimeError``). Idempotent."""
-        self._binding.close()
-
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`: waits for this session's calls made before it, and
-        closes a store off the event loop."""
-        await self._binding.aclose()
-
-    def __enter__(self) -> ConvostoreSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> ConvostoreSession:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # --- the work, on a worker thread ---------------------------------------------------------
 
@@ -281,7 +248,7 @@ class ConvostoreSession:
             raise TypeError(f"branch_from() takes an index, an id or None, not {item!r}")
         if self._view is _ROOT:
             raise IndexError(f"no item at index {item}: the history is empty")
-        found = _nth(handle, None, item)
+        found = _nth(handle, item)
         if found is None:
             raise IndexError(f"no item at index {item}")
         handle.set_active_leaf(found["id"])  # stored: every process, and a restart, follow it
@@ -289,17 +256,13 @@ class ConvostoreSession:
         return str(found["id"])
 
 
-def _nth(handle: Session, leaf: str | None, index: int) -> Message | None:
-    """The message at ``index`` of the branch ending at ``leaf`` (negative: from the end)."""
+def _nth(handle: Session, index: int) -> Message | None:
+    """The message at ``index`` of the active branch (negative: from the end)."""
     if index >= 0:
-        messages: Iterator[Message] = iter(handle.history(leaf_id=leaf))
+        messages: Iterator[Message] = iter(handle.history())
         return next(itertools.islice(messages, index, None), None)
-    newest = iter(handle.history(leaf_id=leaf, newest_first=True))
+    newest = iter(handle.history(newest_first=True))
     return next(itertools.islice(newest, -index - 1, None), None)
-
-
-def _search(handle: Session, query: str, limit: int) -> list[SearchResult]:
-    return handle.search(query, limit=limit)
 
 
 def _message(index: int, item: Any) -> Message:

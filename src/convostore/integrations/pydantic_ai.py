@@ -53,7 +53,7 @@ from ..aio import AsyncSession
 from ..codec import dumps
 from ..model import Message, SearchResult
 from . import missing
-from ._binding import Binding
+from ._binding import Binding, Bound, search_handle
 from ._pairing import pair_results
 
 try:
@@ -250,7 +250,7 @@ async def aload_messages(
     return await asyncio.to_thread(_load, _sync_handle(session, "load_messages"), leaf_id)
 
 
-class ConvostoreMessageHistory:
+class ConvostoreMessageHistory(Bound):
     """One conversation's pydantic-ai history, from a URL or a store.
 
     :param session_id: the conversation's id (also the convostore session id).
@@ -276,17 +276,6 @@ class ConvostoreMessageHistory:
         self.session_id = session_id
         """The conversation's id."""
 
-    def __repr__(self) -> str:
-        state = "closed" if self._binding.closed else "open"
-        return f"<ConvostoreMessageHistory {self.session_id!r} {state}>"
-
-    @property
-    def session(self) -> Session | AsyncSession:
-        """The underlying convostore session (an ``AsyncSession`` for an async store).
-
-        For a store given as a URL, the first use opens the shared store (blocking).
-        """
-        return self._binding.public
 
     def load_messages(self, *, leaf_id: str | None = None) -> list[ModelMessage]:
         """:func:`load_messages` of this conversation."""
@@ -308,34 +297,10 @@ class ConvostoreMessageHistory:
     def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Full-text search of this conversation, best match first (tool outputs too when
         the store was opened with ``search_tool_output=True``)."""
-        return self._binding.call_sync(_search, query, limit)
+        return self._binding.call_sync(search_handle, query, limit)
 
     async def asearch(self, query: str, *, limit: int = 20) -> list[SearchResult]:
         """Async twin of :meth:`search`."""
-        return await self._binding.call(_search, query, limit)
-
-    def close(self) -> None:
-        """Stop using the store: a shared store (from a URL) is given back and closed with its
-        last user; a store given as an object stays open. Idempotent."""
-        self._binding.close()
-
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`: waits for this history's async calls made before it,
-        and closes a store off the event loop."""
-        await self._binding.aclose()
-
-    def __enter__(self) -> ConvostoreMessageHistory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> ConvostoreMessageHistory:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        return await self._binding.call(search_handle, query, limit)
 
 
-def _search(handle: Session, query: str, limit: int) -> list[SearchResult]:
-    return handle.search(query, limit=limit)
