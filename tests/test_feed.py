@@ -371,3 +371,16 @@ def test_the_schema_records_the_version_with_the_change_log(store: Sessions) -> 
 
     row = query_one(store, "SELECT value FROM convostore_meta WHERE key = 'schema_version'")
     assert row is not None and int(row[0]) == SCHEMA_VERSION
+
+
+def test_a_changes_leaf_is_the_chosen_leaf(store: Sessions) -> None:
+    """After set_active_leaf, later changes report the chosen leaf, not the newest row."""
+    s = store.session("lf")
+    s.append_message(text("a", "x"))
+    s.append_message(text("b", "y"))
+    s.append_message(text("c", "z"), parent_id="a")  # newest row: c
+    s.set_active_leaf("b")
+    start = store.change_cursor()
+    s.update_message(text("c", "edited"))
+    (change,) = store.changes(start)
+    assert (change.type, change.message_id, change.leaf_id) == ("update", "c", "b")

@@ -37,7 +37,8 @@ DEFAULT_LOG_SIZE = 1_000_000
 """``change_log_size`` by default: the newest million changes (about 100 MB of rows)."""
 
 TAIL: Any = object()
-"""``leaf_id=TAIL``: the leaf is the session's newest row, read inside the write scope."""
+"""``leaf_id=TAIL``: the leaf is the session's active leaf (the one ``set_active_leaf`` chose,
+else the newest row), read inside the write scope."""
 
 TRIM_BATCH = 10_000
 """Most change-log rows one trimming transaction deletes."""
@@ -109,13 +110,13 @@ class ChangeLog:
     ) -> Logged:
         """Log one change with the write scope ``ops`` (written just before its commit).
 
-        :param leaf_id: the session's newest message after the write; by default read here.
+        :param leaf_id: the session's active leaf after the write; by default read here.
         :param message_ids: ``delete``: the ids deleted.
         :param compaction: ``compaction``/``compact``: (record id, from id, to id).
         :param error: ``error``: the exception (kept as its type and text).
         """
         if leaf_id is TAIL:
-            tail = ops.tail(session_id)
+            tail = ops.active_leaf(session_id)
             leaf_id = None if tail is None else tail[0]
         extra: dict[str, Any] = {}
         if message_ids is not None:

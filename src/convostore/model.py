@@ -169,7 +169,8 @@ class Change:
       ids only, until the log's retention trims them)
     - ``set_active_leaf``: ``message_id``, the chosen leaf (also ``leaf_id``)
 
-    ``leaf_id`` is the session's newest message once the write committed (None when the
+    ``leaf_id`` is the session's active leaf once the write committed: the message
+    :meth:`Session.set_active_leaf` chose, else the newest (None when the
     session is empty); ``created_at`` the writer's clock, epoch milliseconds.
     """
 
