@@ -71,11 +71,12 @@ def _key(*parts: str) -> int:
 # Per-session write order by row locks (see PostgresBackend._begin).
 _LOCK_STORE = f"LOCK TABLE {MESSAGES} IN SHARE ROW EXCLUSIVE MODE"
 _LOCK_SHARED = f"LOCK TABLE {MESSAGES} IN ROW EXCLUSIVE MODE"
-_STATE_ROW = (
-    f"INSERT INTO {SESSION_STATE} (session_id, epoch) VALUES (%s, 0) "
-    "ON CONFLICT (session_id) DO NOTHING"
+# One statement creates the state row if missing and locks it either way: PostgreSQL locks the
+# conflicting row for ON CONFLICT DO UPDATE even when its WHERE updates nothing.
+_LOCK_SESSION = (
+    f"INSERT INTO {SESSION_STATE} AS s (session_id, epoch) VALUES (%s, 0) "
+    "ON CONFLICT (session_id) DO UPDATE SET epoch = s.epoch WHERE false"
 )
-_LOCK_SESSION = f"SELECT 1 FROM {SESSION_STATE} WHERE session_id = %s FOR UPDATE"
 
 
 def _ident(name: str) -> str:
@@ -258,7 +259,7 @@ class PostgresBackend:
     :param transaction_pooler: the URL reaches the server through a transaction-mode pooler: no
         prepared statements, ``search_path`` set inside each transaction.
     :param locks: how writers of one session serialise: ``"row"`` (the session's state row,
-        ``FOR UPDATE``; the default, right on sharded engines) or ``"advisory"`` (transaction
+        row-locked; the default, right on sharded engines) or ``"advisory"`` (transaction
         advisory locks, node-local; kept for comparison in ``benchmarks/append.py``).
     """
 
@@ -494,7 +495,6 @@ class PostgresBackend:
             steps.append((_LOCK_STORE, ()))
         else:
             steps.append((_LOCK_SHARED, ()))
-            steps.append((_STATE_ROW, (session_id,)))
             steps.append((_LOCK_SESSION, (session_id,)))
         return steps
 
