@@ -90,8 +90,8 @@ to one session then rewrites its row only, not the listing indexes: one page, no
 
 _NOTE_INSERT = (
     f"INSERT INTO {DIRECTORY} AS d (session_id, internal, created_at, updated_at, "
-    "message_count, bytes) VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (session_id) DO UPDATE SET "
-    "message_count = d.message_count + 1, bytes = d.bytes + excluded.bytes, "
+    "message_count, bytes) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+    "message_count = d.message_count + excluded.message_count, bytes = d.bytes + excluded.bytes, "
     f"updated_at = CASE WHEN excluded.updated_at > d.updated_at + {UPDATED_GRAIN_MS - 1} "
     "THEN excluded.updated_at ELSE d.updated_at END, active_leaf = NULL, "
     "expires_at = CASE WHEN d.ttl IS NULL THEN d.expires_at "
@@ -99,7 +99,7 @@ _NOTE_INSERT = (
 )
 
 _NOTE_IN_PLACE = (
-    f"UPDATE {DIRECTORY} SET message_count = message_count + 1, bytes = bytes + ?, "
+    f"UPDATE {DIRECTORY} SET message_count = message_count + ?, bytes = bytes + ?, "
     "active_leaf = NULL WHERE session_id = ? AND updated_at >= ? AND ttl IS NULL"
 )
 """The same change as :data:`_NOTE_INSERT` when neither ``updated_at`` nor ``expires_at``
@@ -145,15 +145,20 @@ class DirectoryOps:
     whose row count is known at once. PostgreSQL's single upsert is a HOT update when the
     indexed columns keep their values."""
 
-    def dir_note_insert(self, session_id: str, created_at: int, bytes: int) -> None:
-        """A message row was inserted: count it, move ``updated_at`` (see
+    def dir_note_insert(
+        self, session_id: str, created_at: int, bytes: int, count: int = 1,
+        newest: int | None = None,
+    ) -> None:
+        """``count`` message rows were inserted (``bytes`` in all, written from ``created_at``
+        to ``newest``, default the same): count them, move ``updated_at`` (see
         :data:`UPDATED_GRAIN_MS`), clear the chosen leaf, refresh a ttl's expiry."""
+        newest = created_at if newest is None else newest
         if self._NOTE_IN_PLACE_FIRST and self._run(
-            _NOTE_IN_PLACE, (bytes, session_id, created_at - UPDATED_GRAIN_MS + 1)
+            _NOTE_IN_PLACE, (count, bytes, session_id, newest - UPDATED_GRAIN_MS + 1)
         ).rowcount == 1:
             return
         self._run(_NOTE_INSERT, (session_id, int(is_internal(session_id)), created_at,
-                                 created_at, bytes))
+                                 newest, count, bytes))
 
     def dir_note_update(self, session_id: str, id: str, bytes: int, now: int) -> None:
         """Message ``id`` is about to be rewritten to ``bytes`` stored bytes."""

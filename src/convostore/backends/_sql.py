@@ -497,8 +497,13 @@ class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
             [(r.session_id, r.id, r.seq, r.parent_id, r.role, r.content_chunks,
               r.token_estimate, r.created_at, r.bytes, int(r.chained), r.content) for r in rows],
         )
+        by_session: dict[str, list[NewRow]] = {}
         for r in rows:
-            self.dir_note_insert(r.session_id, r.created_at, r.bytes)
+            by_session.setdefault(r.session_id, []).append(r)
+        for sid, group in by_session.items():  # one directory note per session, not per row
+            times = [r.created_at for r in group]
+            self.dir_note_insert(sid, min(times), sum(r.bytes for r in group), len(group),
+                                 max(times))
 
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,
