@@ -208,10 +208,6 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f}"
 
 
-def median_of(times: dict[str, list[float]]) -> dict[str, float]:
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
 # --- appends in this process ----------------------------------------------------------------------
 
 
@@ -482,12 +478,16 @@ class Built:
     seconds: dict[str, float] = field(default_factory=dict)
     doc_freq: Counter[str] = field(default_factory=Counter)
 
-    def rare_words(self, gen: MessageGen, count: int, seed: int) -> list[str]:
-        """``count`` words found in 1 to 3 messages of the session (4 letters or more)."""
-        frequent = set(gen.words[:50])
-        pool = sorted(w for w, n in self.doc_freq.items()
-                      if 1 <= n <= 3 and len(w) >= 4 and w not in frequent)
-        return random.Random(seed).sample(pool, min(count, len(pool)))
+    def rare_words(self, count: int, seed: int) -> list[str]:
+        """``count`` of the session's rarest words (4 letters or more): drawn from the ``3 *
+        count`` words in the fewest messages."""
+        pool = sorted((n, w) for w, n in self.doc_freq.items() if len(w) >= 4)[: 3 * count]
+        return sorted(random.Random(seed).sample([w for _n, w in pool], min(count, len(pool))))
+
+    def rarity(self, words: Sequence[str]) -> str:
+        """In how many messages the words are (fewest to most)."""
+        counts = [self.doc_freq[w] for w in words]
+        return f"{len(words)} words in {min(counts)} to {max(counts)} messages" if counts else "-"
 
 
 def build_big(gen: MessageGen, total: int, contenders: dict[str, Callable[[list[dict[str, Any]]],
@@ -826,7 +826,7 @@ def sqlite_reads_and_search(res: Results, sizes: Sizes, gen: MessageGen, built: 
               f"{index_bytes / built.text_bytes:.2f}x ({fmt_bytes(index_bytes)} for "
               f"{fmt_bytes(built.text_bytes)} of text)")
 
-    words = built.rare_words(gen, sizes.queries, seed)
+    words = built.rare_words(sizes.queries, seed)
     with res.phase(f"search: {len(words)} rare words"):
         def api(word: str) -> list[str]:
             return [h.id for h in session.search(word)]
@@ -843,7 +843,7 @@ def sqlite_reads_and_search(res: Results, sizes: Sizes, gen: MessageGen, built: 
     res.check("phrase search of a rare word < 1 ms", api_s < 1e-3, f"{ms(api_s)} ms")
     res.check("every search returns the ids raw FTS5 returns", differ == 0,
               f"{differ} of {len(words)} words differ")
-    detail_tables(res, built, objects, indexed_n, [
+    detail_tables(res, built, objects, indexed_n, words, [
         ["file + WAL before the index / after",
          f"{fmt_bytes(file_before)} / {fmt_bytes(file_bytes(read_path))}"],
     ])
@@ -877,7 +877,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def detail_tables(res: Results, built: Built, objects: list[list[str]], indexed: Any,
-                  more: list[list[str]]) -> None:
+                  words: Sequence[str], more: list[list[str]]) -> None:
     """The build's figures and what the search index is made of (printed with the engine)."""
     rows = [["messages", f"{built.messages:,}"],
             ["messages with text / UTF-8 bytes of their text parts",
@@ -885,6 +885,7 @@ def detail_tables(res: Results, built: Built, objects: list[list[str]], indexed:
             *[[f"build, {k} (bulk path), s", f"{v:.1f}"] for k, v in built.seconds.items()],
             ["build_search_index() indexed", f"{indexed:,}" if isinstance(indexed, int)
              else str(indexed)],
+            ["phrase searches: rare words", built.rarity(words)],
             *more]
     res.details.append((f"{res.title}: the {built.messages:,}-message session",
                         ["figure", "value"], rows))
@@ -1077,7 +1078,7 @@ def pg_reads_and_search(res: Results, url: str, schema: str, sizes: Sizes, gen: 
         index_rows(res, total, built, backfill, raw_backfill, index_bytes, raw_bytes,
                    "report", "tsvector + GIN")
 
-        words = built.rare_words(gen, sizes.queries, seed)
+        words = built.rare_words(sizes.queries, seed)
         with res.phase(f"search: {len(words)} rare words"):
             def api(word: str) -> list[str]:
                 return [h.id for h in session.search(word)]
@@ -1094,7 +1095,7 @@ def pg_reads_and_search(res: Results, url: str, schema: str, sizes: Sizes, gen: 
                 "report", f"median {hits:.0f} hits")
         res.check("every search returns the ids raw full-text search returns", differ == 0,
                   f"{differ} of {len(words)} words differ")
-        detail_tables(res, built, objects, indexed_n, [
+        detail_tables(res, built, objects, indexed_n, words, [
             ["text search configuration", cfg],
         ])
     finally:
