@@ -464,6 +464,40 @@ def test_history_records_carry_the_row_facts(store: Any) -> None:
 
 
 @pytest.mark.requires("reopen")
+def test_a_version_6_directory_migrates_to_totals_on_the_newest_row(
+    open_store: Callable[..., Any]
+) -> None:
+    """A database at version 6 (whole counts in the directory, no ``run_bytes``) opens with
+    its counts and sizes right, and later appends, deletes and updates keep them right."""
+    store = open_store()
+    sync = sync_of(store)
+    s = sync.session("a")
+    for i in range(4):
+        s.append_message(text(f"m{i}", "x" * (10 * i + 1)))
+    s.delete_messages(["m1"])
+    before = s.get_info()
+    assert before is not None and before.message_count == 3
+    with writing(sync, None) as ops:  # back to version 6, as its code wrote it
+        execute(ops, "UPDATE convostore_sessions SET message_count = ?, bytes = ? "
+                "WHERE session_id = 'a'", (before.message_count, before.bytes))
+        execute(ops, "ALTER TABLE convostore_messages DROP COLUMN run_bytes")
+        execute(ops, "UPDATE convostore_meta SET value = '6' WHERE key = 'schema_version'")
+    store.close()
+    store = open_store()
+    s = sync_of(store).session("a")
+    info = s.get_info()
+    assert info is not None and (info.message_count, info.bytes) == (3, before.bytes)
+    s.append_message(text("m4", "after"))
+    s.delete_messages(["m4", "m3"])
+    s.append_message(text("m5", "y" * 50))
+    s.update_message(text("m0", "longer than before"))
+    rows = s.get_history_row_stats()
+    info = s.get_info()
+    assert info is not None
+    assert (info.message_count, info.bytes) == (len(rows), sum(r.bytes for r in rows))
+
+
+@pytest.mark.requires("reopen")
 def test_a_database_written_before_the_directory_migrates(
     open_store: Callable[..., Any]
 ) -> None:

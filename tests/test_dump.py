@@ -16,6 +16,7 @@ from _storage import execute, reading
 from conftest import PG_URL, BackendSpec, _drop_schema
 
 from convostore import BadDump, ChangeEvent, DumpTooNew, Sessions
+from convostore.backends._directory_sql import BYTES_SQL, COUNT_SQL
 from convostore.context import Context
 from convostore.dump import VERSION, DumpCounts, dump, dump_lines, migrate, restore
 from convostore.manager import SessionManager
@@ -31,8 +32,9 @@ TABLES = {
     "convostore_attachments": ("hash, bytes, media_type, chunks", "hash"),
     "convostore_attachment_chunks": ("hash, idx, data", "hash, idx"),
     "convostore_attachment_refs": ("session_id, message_id, hash", "session_id, message_id"),
-    "convostore_sessions": ("session_id, internal, title, owner, metadata, created_at, "
-                            "updated_at, message_count, bytes, expires_at, ttl, active_leaf, "
+    # the totals as read (a stored part plus the newest row's), not the stored part alone
+    "convostore_sessions d": ("session_id, internal, title, owner, metadata, created_at, "
+                            f"updated_at, {COUNT_SQL}, {BYTES_SQL}, expires_at, ttl, active_leaf, "
                             "context_of, managed, parent_session_id, model, source, "
                             "input_tokens, output_tokens, estimated_cost, end_reason",
                             "session_id"),

@@ -200,7 +200,7 @@ class Writer:
         :meth:`~._changes.Logged.committed` the caller calls once the scope has committed;
         None when the id already exists."""
         sid, msg = self._sid, prep.message
-        exists, tail_id, max_seq, chosen = ops.leaf_probe(sid, msg["id"])
+        exists, tail_id, max_seq, chosen, tail_run = ops.leaf_probe(sid, msg["id"])
         if exists:
             return None
         seq = max_seq + 1
@@ -216,7 +216,7 @@ class Writer:
             known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
             parent = parent_id if known else None
         self._write_row(ops, prep, seq, parent, created_at, parent is not None
-                        and parent == tail_id)
+                        and parent == tail_id, tail_run)
         self._index(ops, msg, replace=False)
         if verbatim:
             ops.bump_epoch(sid)
@@ -227,17 +227,19 @@ class Writer:
 
     def _write_row(
         self, ops: Ops, prep: Prepared, seq: int, parent: str | None, created_at: int,
-        chained: bool, batch: list[NewRow] | None = None,
-    ) -> None:
+        chained: bool, run_before: int, batch: list[NewRow] | None = None,
+    ) -> int:
         """The rows of one new message: payloads, the message row, continuations, references
-        (the search index is the caller's). Shared by :meth:`insert` and :meth:`insert_batch`,
-        which passes ``batch`` to collect the message rows and send them at once."""
+        (the search index is the caller's); its ``run_bytes`` (``run_before``: the newest
+        row's). Shared by :meth:`insert` and :meth:`insert_batch`, which passes ``batch`` to
+        collect the message rows and send them at once."""
         sid, msg = self._sid, prep.message
         for p in prep.payloads:
             ops.store_payload(p.hash, p.data, p.media_type)
+        size = self._stored_bytes(ops, prep)
         row = NewRow(  # positional: this runs on every append
             sid, msg["id"], seq, parent, msg["role"], prep.slices[0], len(prep.slices) - 1,
-            prep.estimate, created_at, self._stored_bytes(ops, prep), chained,
+            prep.estimate, created_at, size, chained, run_before + size,
         )
         if batch is None:
             ops.insert_message(row)
@@ -247,6 +249,7 @@ class Writer:
             ops.put_continuations(sid, msg["id"], prep.slices[1:])
         if prep.hashes:
             ops.add_refs(sid, msg["id"], prep.hashes)
+        return row.run_bytes
 
     def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool) -> list[int | None]:
         """Insert new rows in order, in one transaction; for each, its change-log position
@@ -263,7 +266,7 @@ class Writer:
         with self._backend.write(sid) as ops:
             ids = list(dict.fromkeys(r.prep.message["id"] for r in rows))
             present = set(ops.seqs_of(sid, ids))
-            _, tail_id, seq, chosen = ops.leaf_probe(sid, ids[0] if ids else "")
+            _, tail_id, seq, chosen, run = ops.leaf_probe(sid, ids[0] if ids else "")
             leaf = chosen or tail_id
             logged: list[Logged | None] = []
             written: list[Message] = []
@@ -285,8 +288,8 @@ class Writer:
                         ops.row_meta(sid, parent_id) is not None)
                     parent = parent_id if known else None
                 seq += 1
-                self._write_row(ops, prep, seq, parent, created_at,
-                                parent is not None and parent == tail_id, batch)
+                run = self._write_row(ops, prep, seq, parent, created_at,
+                                      parent is not None and parent == tail_id, run, batch)
                 present.add(mid)
                 tail_id = leaf = mid
                 written.append(prep.message)

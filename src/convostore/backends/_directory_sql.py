@@ -7,15 +7,26 @@
   ``expires_at`` to ``updated_at + ttl`` at each message write), ``belongs_to`` (stored as
   ``context_of``: the session this one is deleted with, e.g. a context session's conversation);
 - what the writes maintain: ``created_at``, ``updated_at`` (the newest message's time, or the
-  last change of the row), ``message_count``, ``bytes``, ``internal`` (the id starts with
-  ``convostore:``), ``active_leaf`` (a leaf chosen by ``set_active_leaf``; every message insert
-  clears it, so the new row is the leaf again);
+  last change of the row), ``message_count`` and ``bytes`` (see below), ``internal`` (the id
+  starts with ``convostore:``), ``active_leaf`` (a leaf chosen by ``set_active_leaf``; every
+  message insert clears it, so the new row is the leaf again);
 - the session manager's columns (``managed`` = 1 for a registered session, ``parent_session_id``,
   ``model``, ``source``, usage counters, ``end_reason``; its name is ``title``): the manager's
   registry is this table (:mod:`._registry`).
 
 The message-row operations of ``SqlOps`` call the ``dir_note_*`` methods here, so any write of a
-message keeps the row in step, whichever code path writes it. Listings read the partial indexes
+message keeps the row in step, whichever code path writes it.
+
+**Totals carried by the newest row.** A session's message count is ``message_count`` plus its
+highest ``seq``, its stored bytes ``bytes`` plus its newest row's ``run_bytes`` (the session's
+bytes up to and including that row, set when it is written): every insert takes ``max(seq) + 1``
+and adds its bytes to the newest row's ``run_bytes``, so a plain append keeps both sums right
+without writing the directory row at all (one page fewer per append on SQLite, one row update
+fewer on PostgreSQL). Only writes that break the run (an update, a delete, a clear) rebase the
+stored part, in the same statement that notes them; readers add the newest row's values
+(:data:`COUNT_SQL`, :data:`BYTES_SQL`: one probe of the ``seq`` index each). An append writes
+the row only to move ``updated_at`` (at most once a second), clear a chosen leaf, or refresh a
+ttl's expiry. Listings read the partial indexes
 on ``(updated_at, session_id)`` and ``(owner, updated_at, session_id)`` of non-internal rows.
 """
 
@@ -31,9 +42,10 @@ from ._schema import (
     DIRECTORY,
     MESSAGE_CHUNKS,
     MESSAGES,
+    META,
     SESSION_STATE,
 )
-from .base import ContentRow, Tail, _batches, _marks
+from .base import ContentRow, LeafProbe, Tail, _batches, _marks
 
 INTERNAL_PREFIX = "convostore:"
 """Session ids starting with this hold convostore's own data (context blocks, cached prompts,
@@ -60,11 +72,37 @@ DIRECTORY_BACKFILL = (
 )
 """The migration's fill: a row for every session that holds messages."""
 
+_TAIL_SEQ = "(SELECT max(t.seq) FROM " + MESSAGES + " t WHERE t.session_id = {sid})"
+_TAIL_RUN = (
+    "(SELECT t.run_bytes FROM " + MESSAGES + " t WHERE t.session_id = {sid} "
+    "ORDER BY t.seq DESC LIMIT 1)"
+)
+
+COUNT_SQL = f"(d.message_count + COALESCE({_TAIL_SEQ.format(sid='d.session_id')}, 0))"
+"""A directory row's message count (the row aliased ``d``): its stored part plus the highest
+seq."""
+BYTES_SQL = f"(d.bytes + COALESCE({_TAIL_RUN.format(sid='d.session_id')}, 0))"
+"""A directory row's stored bytes (the row aliased ``d``): its stored part plus the newest
+row's ``run_bytes``."""
+
+DIRECTORY_TO_TAIL_TOTALS = (
+    f"UPDATE {DIRECTORY} SET message_count = message_count - COALESCE("
+    f"{_TAIL_SEQ.format(sid=DIRECTORY + '.session_id')}, 0), "
+    f"bytes = bytes - COALESCE({_TAIL_RUN.format(sid=DIRECTORY + '.session_id')}, 0) "
+    f"WHERE EXISTS (SELECT 1 FROM {META} WHERE key = 'schema_version' "
+    "AND CAST(value AS INTEGER) < 7)"
+)
+"""Version 7's step: the counts of a directory written before it (whole totals, as the
+directory's fill computes them too) become the part the newest row does not carry (rows written
+before hold ``run_bytes`` 0). A database already at version 7 is left alone, so the step is
+safe to run again (the schema file)."""
+
 DIRECTORY_RECOUNT = (
     f"INSERT INTO {DIRECTORY} AS d (session_id, internal, created_at, updated_at, "
     "message_count, bytes) SELECT session_id, "
     f"CASE WHEN substr(session_id, 1, {len(INTERNAL_PREFIX)}) = '{INTERNAL_PREFIX}' "
-    "THEN 1 ELSE 0 END, min(created_at), max(created_at), count(*), sum(bytes) "
+    "THEN 1 ELSE 0 END, min(created_at), max(created_at), count(*) - max(seq), "
+    f"sum(bytes) - COALESCE({_TAIL_RUN.format(sid=MESSAGES + '.session_id')}, 0) "
     f"FROM {MESSAGES} WHERE true GROUP BY session_id ON CONFLICT (session_id) DO UPDATE SET "
     "message_count = excluded.message_count, bytes = excluded.bytes, "
     "created_at = CASE WHEN excluded.created_at < d.created_at THEN excluded.created_at "
@@ -79,31 +117,27 @@ ENTRY_COLUMNS = (
     "bytes", "expires_at", "ttl", "active_leaf", "context_of",
 )
 """The columns a directory read returns, in this order (a ``SessionEntry`` minus decoding)."""
-_ENTRY = ", ".join(ENTRY_COLUMNS)
+_ENTRY = ", ".join({"message_count": COUNT_SQL, "bytes": BYTES_SQL}.get(c, c)
+                   for c in ENTRY_COLUMNS)  # read from a row aliased ``d``
 
 SETTABLE = frozenset({"title", "owner", "metadata", "expires_at", "ttl", "context_of"})
 """Columns :meth:`DirectoryOps.dir_set` may write."""
 
 UPDATED_GRAIN_MS = 1000
 """A message write moves ``updated_at`` when it is at least this much newer (a burst of appends
-to one session then rewrites its row only, not the listing indexes: one page, not three)."""
+to one session then leaves its row alone: the totals ride on the newest message row)."""
 
 _NOTE_INSERT = (
     f"INSERT INTO {DIRECTORY} AS d (session_id, internal, created_at, updated_at, "
     "message_count, bytes) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
-    "message_count = d.message_count + excluded.message_count, bytes = d.bytes + excluded.bytes, "
     f"updated_at = CASE WHEN excluded.updated_at > d.updated_at + {UPDATED_GRAIN_MS - 1} "
     "THEN excluded.updated_at ELSE d.updated_at END, active_leaf = NULL, "
     "expires_at = CASE WHEN d.ttl IS NULL THEN d.expires_at "
-    "ELSE excluded.updated_at + d.ttl END"
+    "ELSE excluded.updated_at + d.ttl END "
+    # Nothing to change: no row is written (no page on SQLite, no row version on PostgreSQL).
+    f"WHERE excluded.updated_at > d.updated_at + {UPDATED_GRAIN_MS - 1} "
+    "OR d.active_leaf IS NOT NULL OR d.ttl IS NOT NULL"
 )
-
-_NOTE_IN_PLACE = (
-    f"UPDATE {DIRECTORY} SET message_count = message_count + ?, bytes = bytes + ?, "
-    "active_leaf = NULL WHERE session_id = ? AND updated_at >= ? AND ttl IS NULL"
-)
-"""The same change as :data:`_NOTE_INSERT` when neither ``updated_at`` nor ``expires_at``
-moves: only the row itself is rewritten."""
 
 
 def is_internal(session_id: str) -> bool:
@@ -139,26 +173,18 @@ class DirectoryOps:
 
     # -- kept in step by the message writes (SqlOps calls these) ------------------------------
 
-    _NOTE_IN_PLACE_FIRST = False
-    """Try :data:`_NOTE_IN_PLACE` first and upsert only when it changed no row: for an engine
-    whose UPDATE rewrites the indexes of every column it sets, whatever the value (SQLite), and
-    whose row count is known at once. PostgreSQL's single upsert is a HOT update when the
-    indexed columns keep their values."""
-
     def dir_note_insert(
         self, session_id: str, created_at: int, bytes: int, count: int = 1,
-        newest: int | None = None,
+        newest: int | None = None, *, top_seq: int, top_run: int,
     ) -> None:
         """``count`` message rows were inserted (``bytes`` in all, written from ``created_at``
-        to ``newest``, default the same): count them, move ``updated_at`` (see
-        :data:`UPDATED_GRAIN_MS`), clear the chosen leaf, refresh a ttl's expiry."""
+        to ``newest``, default the same), the last with seq ``top_seq`` and ``run_bytes``
+        ``top_run``: the totals are the new rows' already; move ``updated_at`` (see
+        :data:`UPDATED_GRAIN_MS`), clear the chosen leaf, refresh a ttl's expiry, or create the
+        row (holding these rows only)."""
         newest = created_at if newest is None else newest
-        if self._NOTE_IN_PLACE_FIRST and self._run(
-            _NOTE_IN_PLACE, (count, bytes, session_id, newest - UPDATED_GRAIN_MS + 1)
-        ).rowcount == 1:
-            return
         self._run(_NOTE_INSERT, (session_id, int(is_internal(session_id)), created_at,
-                                 newest, count, bytes))
+                                 newest, count - top_seq, bytes - top_run))
 
     def dir_note_update(self, session_id: str, id: str, bytes: int, now: int) -> None:
         """Message ``id`` is about to be rewritten to ``bytes`` stored bytes."""
@@ -169,14 +195,24 @@ class DirectoryOps:
         )
 
     def dir_note_delete(self, session_id: str, ids: Sequence[str], now: int) -> None:
-        """Messages ``ids`` (one batch) are about to be deleted."""
+        """Messages ``ids`` (one batch) are about to be deleted: the stored part takes the
+        newest row's totals before, less the rows deleted, less the newest kept row's."""
         marks = _marks(len(ids))
+        kept = f"t.session_id = ? AND t.id NOT IN ({marks})"
         self._run(
-            f"UPDATE {DIRECTORY} SET message_count = message_count - (SELECT count(*) FROM "
-            f"{MESSAGES} WHERE session_id = ? AND id IN ({marks})), bytes = bytes - "
-            f"(SELECT COALESCE(sum(bytes), 0) FROM {MESSAGES} WHERE session_id = ? AND id IN "
-            f"({marks})), updated_at = ? WHERE session_id = ?",
-            (session_id, *ids, session_id, *ids, now, session_id),
+            f"UPDATE {DIRECTORY} SET message_count = message_count "
+            f"+ COALESCE({_TAIL_SEQ.format(sid='?')}, 0) "
+            f"- (SELECT count(*) FROM {MESSAGES} m WHERE m.session_id = ? AND m.id IN ({marks})) "
+            f"- COALESCE((SELECT t.seq FROM {MESSAGES} t WHERE {kept} "
+            "ORDER BY t.seq DESC LIMIT 1), 0), "
+            f"bytes = bytes + COALESCE({_TAIL_RUN.format(sid='?')}, 0) "
+            f"- (SELECT COALESCE(sum(m.bytes), 0) FROM {MESSAGES} m WHERE m.session_id = ? "
+            f"AND m.id IN ({marks})) "
+            f"- COALESCE((SELECT t.run_bytes FROM {MESSAGES} t WHERE {kept} "
+            "ORDER BY t.seq DESC LIMIT 1), 0), "
+            "updated_at = ? WHERE session_id = ?",
+            (session_id, session_id, *ids, session_id, *ids,
+             session_id, session_id, *ids, session_id, *ids, now, session_id),
         )
 
     def dir_note_clear(self, session_id: str, now: int) -> None:
@@ -193,18 +229,19 @@ class DirectoryOps:
 
     # -- the chosen leaf ----------------------------------------------------------------------
 
-    def leaf_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int, str | None]:
-        """``(exists, tail_id, max_seq, chosen)``: the append probe of ``SqlOps.append_probe``
-        and the leaf chosen by ``set_active_leaf`` (None: the newest row), in one statement."""
+    def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
+        """The append probe of ``SqlOps.append_probe``, the leaf chosen by ``set_active_leaf``
+        (None: the newest row) and the newest row's ``run_bytes``, in one statement."""
         row = self._one(
             f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ? AND id = ?), "
             f"(SELECT id FROM {MESSAGES} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
             f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?), "
-            f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?)",
-            (session_id, id, session_id, session_id, session_id),
+            f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?), "
+            f"{_TAIL_RUN.format(sid='?')}",
+            (session_id, id, session_id, session_id, session_id, session_id),
         )
         assert row is not None
-        return bool(row[0]), row[1], int(row[2] or 0), row[3]
+        return LeafProbe(bool(row[0]), row[1], int(row[2] or 0), row[3], int(row[4] or 0))
 
     def chosen_leaf(self, session_id: str) -> str | None:
         """The leaf chosen by ``set_active_leaf`` and not moved since, or None."""
@@ -290,7 +327,7 @@ class DirectoryOps:
 
     def dir_get(self, session_id: str) -> tuple[Any, ...] | None:
         """The row of ``session_id`` in :data:`ENTRY_COLUMNS` order, or None."""
-        return self._one(f"SELECT {_ENTRY} FROM {DIRECTORY} WHERE session_id = ?",
+        return self._one(f"SELECT {_ENTRY} FROM {DIRECTORY} d WHERE session_id = ?",
                          (session_id,))
 
     def dir_set(self, session_id: str, values: dict[str, Any], now: int) -> None:
@@ -340,7 +377,7 @@ class DirectoryOps:
         order = "owner DESC, " if owner is not None else ""  # the index's order: one range
         params.append(limit)
         return self._all(
-            f"SELECT {_ENTRY} FROM {DIRECTORY} WHERE {' AND '.join(where)} "
+            f"SELECT {_ENTRY} FROM {DIRECTORY} d WHERE {' AND '.join(where)} "
             f"ORDER BY {order}updated_at DESC, session_id DESC LIMIT ?",
             params,
         )
@@ -351,8 +388,8 @@ class DirectoryOps:
         return [
             (r[0], int(r[1]), int(r[2]), int(r[3]))
             for r in self._all(
-                f"SELECT session_id, message_count, bytes, updated_at FROM {DIRECTORY} "
-                "WHERE internal = 0 AND message_count > 0 ORDER BY session_id"
+                f"SELECT session_id, {COUNT_SQL} AS n, {BYTES_SQL}, updated_at FROM {DIRECTORY} "
+                f"d WHERE internal = 0 AND {COUNT_SQL} > 0 ORDER BY session_id"
             )
         ]
 
@@ -385,7 +422,7 @@ class DirectoryOps:
             out.update(
                 (r[0], int(r[1]))
                 for r in self._all(
-                    f"SELECT session_id, message_count FROM {DIRECTORY} WHERE session_id IN "
+                    f"SELECT session_id, {COUNT_SQL} FROM {DIRECTORY} d WHERE session_id IN "
                     f"({_marks(len(batch))})",
                     tuple(batch),
                 )
@@ -439,7 +476,7 @@ class DirectoryOps:
         return [
             (r[0], int(r[1]), int(r[2]))
             for r in self._all(
-                f"SELECT session_id, updated_at, message_count FROM {DIRECTORY} WHERE {where} "
+                f"SELECT session_id, updated_at, {COUNT_SQL} FROM {DIRECTORY} d WHERE {where} "
                 "ORDER BY updated_at, session_id LIMIT ?",
                 params,
             )

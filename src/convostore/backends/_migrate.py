@@ -31,6 +31,20 @@ _WRITE_VERSION = (
 )
 
 
+class AddColumn(str):
+    """A step's ``ALTER TABLE ... ADD COLUMN`` (the string itself) that runs only when the
+    engine's :attr:`Migrations.has_column` query finds no such column: SQLite's has no
+    ``IF NOT EXISTS``, and steps must be safe to run again."""
+
+    table: str
+    column: str
+
+    def __new__(cls, table: str, column: str, ddl: str) -> AddColumn:
+        self = super().__new__(cls, ddl)
+        self.table, self.column = table, column
+        return self
+
+
 @dataclass(frozen=True)
 class Migrations:
     """An engine's schema as data: the meta table's DDL and the steps between versions.
@@ -42,6 +56,9 @@ class Migrations:
     meta: str
     """``CREATE TABLE IF NOT EXISTS convostore_meta (...)`` in the engine's dialect."""
     steps: Sequence[Sequence[str]]
+    has_column: str = ""
+    """A query with ``{table}`` and ``{column}`` holes that returns a row when the column
+    exists (for :class:`AddColumn`)."""
 
     def __post_init__(self) -> None:
         if len(self.steps) != SCHEMA_VERSION:
@@ -83,6 +100,9 @@ def migrate(
             raise SchemaTooNew(version, SCHEMA_VERSION)
         for step in plan.steps[version:]:
             for statement in step:
+                if isinstance(statement, AddColumn) and execute(plan.has_column.format(
+                        table=statement.table, column=statement.column)).fetchone() is not None:
+                    continue
                 execute(statement)
         if version != SCHEMA_VERSION:
             execute(_WRITE_VERSION)

@@ -7,6 +7,8 @@ shard by session:
   ``bytes`` is the stored size (continuations and referenced payloads' base64 included).
   ``chained`` = 1 marks a row whose parent is the row just before it in ``seq`` (a plain
   append); only the other rows are in the parent index, so an append writes one b-tree less.
+  ``run_bytes`` is the session's stored bytes up to and including the row, as written (the
+  directory's totals are read from the newest row, so a plain append leaves that row alone).
 - :data:`MESSAGE_CHUNKS`: continuation slices of messages above the row budget.
 - :data:`COMPACTIONS`: overlay records.
 - :data:`ATTACHMENTS` / :data:`ATTACHMENT_CHUNKS` / :data:`ATTACHMENT_REFS`: payloads stored
@@ -29,7 +31,7 @@ the session registry's table lives in :mod:`._registry`, the search index with e
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema this version writes; opening an older database migrates it."""
 
 MESSAGES = "convostore_messages"

@@ -70,6 +70,12 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
+def _params(row: NewRow) -> tuple[Any, ...]:
+    """A :class:`NewRow` as :attr:`SqlOps._INSERT`'s parameters (its fields, in order; the
+    ``chained`` flag as the integer both engines store)."""
+    return (*row[:10], int(row.chained), row.run_bytes)
+
+
 _FTS_CURSOR = "fts_backfill_cursor"
 """The meta key of the search index's backfill cursor (present while a build is pending)."""
 
@@ -476,34 +482,30 @@ class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
 
     # -- writes --------------------------------------------------------------------------------
 
+    _INSERT = (
+        f"INSERT INTO {MESSAGES} (session_id, id, seq, parent_id, role, content, "
+        "content_chunks, token_estimate, created_at, bytes, chained, run_bytes) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    )
+
     def insert_message(self, row: NewRow) -> None:
         # ``chained`` holds only while the parent keeps ``seq - 1``: seqs never change and a
         # re-parented row is unchained (set_parent), so the pair stays adjacent for good.
-        self._run(
-            f"INSERT INTO {MESSAGES} (session_id, id, seq, parent_id, role, content_chunks, "
-            "token_estimate, created_at, bytes, chained, content) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                row.session_id, row.id, row.seq, row.parent_id, row.role, row.content_chunks,
-                row.token_estimate, row.created_at, row.bytes, int(row.chained), row.content,
-            ),
-        )
-        self.dir_note_insert(row.session_id, row.created_at, row.bytes)
+        self._run(self._INSERT, _params(row))
+        self.dir_note_insert(row.session_id, row.created_at, row.bytes,
+                             top_seq=row.seq, top_run=row.run_bytes)
 
     def insert_messages(self, rows: Sequence[NewRow]) -> None:
         """:meth:`insert_message` of several rows, sent as one batch (a batch write)."""
-        self._many(
-            f"INSERT INTO {MESSAGES} (session_id, id, seq, parent_id, role, content_chunks, "
-            "token_estimate, created_at, bytes, chained, content) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [(r.session_id, r.id, r.seq, r.parent_id, r.role, r.content_chunks,
-              r.token_estimate, r.created_at, r.bytes, int(r.chained), r.content) for r in rows],
-        )
+        self._many(self._INSERT, [_params(r) for r in rows])
         by_session: dict[str, list[NewRow]] = {}
         for r in rows:
             by_session.setdefault(r.session_id, []).append(r)
         for sid, group in by_session.items():  # one directory note per session, not per row
             times = [r.created_at for r in group]
+            top = max(group, key=lambda r: r.seq)
             self.dir_note_insert(sid, min(times), sum(r.bytes for r in group), len(group),
-                                 max(times))
+                                 max(times), top_seq=top.seq, top_run=top.run_bytes)
 
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,

@@ -22,7 +22,16 @@ from ._migrate import migrate
 from ._schema import DIRECTORY, FTS, MESSAGES, META
 from ._sql import SqlOps
 from ._sqlite_signal import DataVersionSignal
-from .base import AppendProbe, ChangeRow, Engine, FtsHit, Position, _batches, _marks
+from .base import (
+    AppendProbe,
+    ChangeRow,
+    Engine,
+    FtsHit,
+    LeafProbe,
+    Position,
+    _batches,
+    _marks,
+)
 
 WAL_AUTOCHECKPOINT_PAGES = 4000
 """Pages the WAL may hold before a commit copies them back into the database (SQLite: 1000).
@@ -44,8 +53,12 @@ _APPEND_PROBE = (
     f"{_APPEND_PROBE_KNOWN}, "
     f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')"
 )
-# The leaf a session's directory row chose (set_active_leaf), riding along too (leaf_probe).
-_CHOSEN = f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2)"
+# The leaf a session's directory row chose (set_active_leaf) and the newest row's run_bytes,
+# riding along too (leaf_probe).
+_CHOSEN = (
+    f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), "
+    f"(SELECT run_bytes FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1)"
+)
 _LEAF_PROBE_KNOWN = f"{_APPEND_PROBE_KNOWN}, {_CHOSEN}"
 _LEAF_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
 
@@ -80,8 +93,6 @@ class SqliteLegacySql(LegacySql):
 
 class SqliteOps(SqlOps):
     """:class:`~convostore.backends._sql.SqlOps` over a :mod:`sqlite3` connection."""
-
-    _NOTE_IN_PLACE_FIRST = True  # an UPDATE that moves no indexed column writes one page
 
     legacy = SqliteLegacySql()
 
@@ -131,16 +142,16 @@ class SqliteOps(SqlOps):
             self.fts_hint = self._fts_seen = bool(fts)
         return bool(exists), tail, top or 0
 
-    def leaf_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int, str | None]:
-        # append_probe's statement with the chosen leaf beside it: still one statement
+    def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
+        # append_probe's statement with the chosen leaf and run_bytes beside it: still one
         if self._fts_seen:
-            exists, tail, top, chosen = self._conn.execute(
+            exists, tail, top, chosen, run = self._conn.execute(
                 _LEAF_PROBE_KNOWN, (id, session_id)).fetchone()
         else:
-            exists, tail, top, fts, chosen = self._conn.execute(
+            exists, tail, top, fts, chosen, run = self._conn.execute(
                 _LEAF_PROBE, (id, session_id)).fetchone()
             self.fts_hint = self._fts_seen = bool(fts)
-        return bool(exists), tail, top or 0, chosen
+        return LeafProbe(bool(exists), tail, top or 0, chosen, run or 0)
 
     def fts_create(self) -> None:
         self._run(

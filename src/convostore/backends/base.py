@@ -188,6 +188,24 @@ class NewRow(NamedTuple):
     chained: bool
     """The parent is the row written just before this one (``seq - 1``): the usual append.
     Such rows stay out of the parent index; their child relation is found by ``seq``."""
+    run_bytes: int
+    """The session's stored bytes up to and including this row: the newest row's
+    ``run_bytes`` before it plus ``bytes`` (the directory reads its totals from the newest row)."""
+
+
+class LeafProbe(NamedTuple):
+    """What an insert reads first, in one statement (:meth:`Ops.leaf_probe`)."""
+
+    exists: bool
+    """A row with the id being inserted is already stored."""
+    tail_id: str | None
+    """The newest row's id (None: no rows)."""
+    max_seq: int
+    """The highest seq (0: no rows)."""
+    chosen: str | None
+    """The leaf ``set_active_leaf`` chose, or None."""
+    tail_run: int
+    """The newest row's ``run_bytes`` (0: no rows)."""
 
 
 @dataclass(frozen=True)
@@ -345,9 +363,7 @@ class Ops(Protocol):
 
     # -- the directory of conversations (._directory_sql; rows in ENTRY_COLUMNS order) ---------
     def dir_recount(self) -> None: ...
-    def leaf_probe(
-        self, session_id: str, id: str
-    ) -> tuple[bool, str | None, int, str | None]: ...
+    def leaf_probe(self, session_id: str, id: str) -> LeafProbe: ...
     def chosen_leaf(self, session_id: str) -> str | None: ...
     def active_leaf(self, session_id: str) -> Tail | None: ...
     def dir_set_leaf(self, session_id: str, leaf_id: str | None) -> None: ...

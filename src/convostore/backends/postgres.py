@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES
+from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES, DIRECTORY_TO_TAIL_TOTALS
 from ._migrate import Migrations
 from ._registry import REGISTRY_LIFT
 from ._schema import (
@@ -219,6 +219,12 @@ _STEPS: list[list[str]] = [
             task_path TEXT COLLATE "C" NOT NULL DEFAULT '',
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
         )""",
+    ],
+    [
+        # Totals carried by the newest row (see _directory_sql): an append leaves the
+        # directory row alone. Older rows hold 0, so only the counts' base moves.
+        f"ALTER TABLE {MESSAGES} ADD COLUMN IF NOT EXISTS run_bytes BIGINT NOT NULL DEFAULT 0",
+        DIRECTORY_TO_TAIL_TOTALS,
     ],
 ]
 

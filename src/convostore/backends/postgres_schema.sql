@@ -220,7 +220,19 @@ CREATE TABLE IF NOT EXISTS convostore_lg_writes (
     PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '6')
+-- version 7 -------------------------------------------------------------------------------------
+
+-- run_bytes: the session's stored bytes up to and including the row. The directory's
+-- message_count and bytes hold what the newest row does not (count = message_count + the
+-- highest seq; bytes = bytes + the newest row's run_bytes), so an append leaves the directory
+-- row alone. A database at versions 4 to 6 has its counts rebased once.
+ALTER TABLE convostore_messages ADD COLUMN IF NOT EXISTS run_bytes BIGINT NOT NULL DEFAULT 0;
+UPDATE convostore_sessions SET
+    message_count = message_count - COALESCE((SELECT max(t.seq) FROM convostore_messages t WHERE t.session_id = convostore_sessions.session_id), 0),
+    bytes = bytes - COALESCE((SELECT t.run_bytes FROM convostore_messages t WHERE t.session_id = convostore_sessions.session_id ORDER BY t.seq DESC LIMIT 1), 0)
+    WHERE EXISTS (SELECT 1 FROM convostore_meta WHERE key = 'schema_version' AND CAST(value AS INTEGER) < 7);
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '7')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 
 from ..errors import InvalidURL
-from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES
-from ._migrate import Migrations
+from ._directory_sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES, DIRECTORY_TO_TAIL_TOTALS
+from ._migrate import AddColumn, Migrations
 from ._registry import REGISTRY_LIFT
 from ._schema import (
     ATTACHMENT_REFS,
@@ -152,11 +152,19 @@ _STEPS: list[list[str]] = [
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
         )""",
     ],
+    [
+        # Totals carried by the newest row (see _directory_sql): an append leaves the
+        # directory row alone. Older rows hold 0, so only the counts' base moves.
+        AddColumn(MESSAGES, "run_bytes",
+                  f"ALTER TABLE {MESSAGES} ADD COLUMN run_bytes INTEGER NOT NULL DEFAULT 0"),
+        DIRECTORY_TO_TAIL_TOTALS,
+    ],
 ]
 
 MIGRATIONS = Migrations(
     meta=f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     steps=_STEPS,
+    has_column="SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{column}'",
 )
 """The SQLite schema as data for :func:`~._migrate.migrate` (the same steps as PostgreSQL's)."""
 
