@@ -223,3 +223,38 @@ def test_the_architecture_doc_names_every_module() -> None:
     for path in (package / "backends").glob("*.py"):
         if path.stem != "__init__":
             assert f"{path.stem}.py" in engines, path
+
+
+def test_a_sqlite_writer_waits_for_another_process_lock_then_gives_up(tmp_path: Path) -> None:
+    """Another connection's write lock is waited for (the write goes through once it is
+    released), and a lock held past ``busy_timeout`` fails the write with nothing written."""
+    import threading
+
+    path = str(tmp_path / "busy.db")
+    with Sessions.open(path, busy_timeout=30) as store:
+        s = store.session()
+        s.append_message(text("m0", "first"))
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        released = threading.Event()
+
+        def release() -> None:
+            released.wait()
+            other.execute("COMMIT")
+
+        thread = threading.Thread(target=release)
+        thread.start()
+        threading.Timer(0.05, released.set).start()
+        s.append_message(text("m1", "after the other commit"))
+        thread.join()
+        assert ids(s.get_history()) == ["m0", "m1"]
+        other.close()
+    with Sessions.open(path, busy_timeout=0.05) as store:
+        s = store.session()
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(BackendError, match="locked"):
+            s.append_message(text("m2", "never written"))
+        other.execute("ROLLBACK")
+        other.close()
+        assert ids(s.get_history()) == ["m0", "m1"]
