@@ -1,7 +1,8 @@
 """PostgreSQL full-text search: the index's DDL, its bounded source text, and the ``fts_*`` SQL.
 
-``convostore_fts`` (created by the first search) holds the indexed text of each message and a
-``tsvector`` under a GIN index; a session search is a phrase (``phraseto_tsquery``), a store
+``convostore_fts`` (created by the first search) holds the key and a ``tsvector`` of each
+indexed message, under a GIN index (no copy of the text: a hit's text is read from its message
+row); a session search is a phrase (``phraseto_tsquery``), a store
 search needs every word (``plainto_tsquery``), best ``ts_rank`` first. The text search
 configuration is ``english`` without its stop words (see :data:`TS_CONFIG`). Stale index rows
 never surface: hits are joined to the messages table.
@@ -19,7 +20,7 @@ from typing import Any
 from ._partitions import partitioned
 from ._schema import FTS, MESSAGES
 from ._sql import SqlOps
-from .base import FtsHit, _batches, _marks
+from .base import FtsHit, OldTexts, _batches, _marks
 
 TS_CONFIG = "convostore_english"
 """The text search configuration of the index and of queries: ``english`` without stop words."""
@@ -35,9 +36,8 @@ caches may predate a table created or dropped by a commit made while this writer
 lock."""
 
 # The search table, created by the first search (behaviour.md §8.1: not on append). The tsvector
-# is computed by the INSERT from a bounded source text (see _index_source), not generated from
-# ``content``: a generated column would fail the whole write on a text whose tsvector exceeds
-# PostgreSQL's 1 MB limit.
+# is computed by the INSERT from a bounded source text (see _index_source): a text whose tsvector
+# would exceed PostgreSQL's 1 MB limit must not fail the whole write.
 #
 # The text search configuration is ``english`` with its stop-word list left out: English
 # stemming, as SQLite's porter tokenizer does, but every word is a token, so "cats OR dogs" is a
@@ -63,7 +63,7 @@ $$"""
 _FTS_DDL = [
     f"""CREATE TABLE IF NOT EXISTS {FTS} (
         session_id TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
-        role TEXT NOT NULL, content TEXT NOT NULL, tsv TSVECTOR NOT NULL,
+        tsv TSVECTOR NOT NULL,
         PRIMARY KEY (session_id, id)
     )""",
     f"CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON {FTS} USING GIN (tsv) "
@@ -129,24 +129,34 @@ class PostgresSearchOps(SqlOps):
         if self._writing:
             self._fts = True
 
-    def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
-        entries = [(sid, mid, role, text, _index_source(text)) for sid, mid, role, text in rows]
-        self._many(
-            f"INSERT INTO {FTS} AS f (session_id, id, role, content, tsv) "
-            f"VALUES (?, ?, ?, ?, to_tsvector('{TS_CONFIG}', ?)) "
-            "ON CONFLICT (session_id, id) DO UPDATE SET role = excluded.role, "
-            "content = excluded.content, tsv = excluded.tsv",
-            entries,
+    def fts_insert(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        sids: list[str] = []
+        mids: list[str] = []
+        sources: list[str] = []
+        for sid, mid, text in rows:
+            sids.append(sid)
+            mids.append(mid)
+            sources.append(_index_source(text))
+        if not sids:
+            return
+        # One statement however many entries: the arrays travel as three parameters and the
+        # server computes every tsvector (an executemany would cost a statement per entry).
+        self._run(
+            f"INSERT INTO {FTS} (session_id, id, tsv) "
+            f"SELECT u.s, u.i, to_tsvector('{TS_CONFIG}', u.t) "
+            "FROM unnest(?::text[], ?::text[], ?::text[]) AS u(s, i, t) "
+            "ON CONFLICT (session_id, id) DO NOTHING",
+            (sids, mids, sources),
         )
 
-    def fts_delete(self, session_id: str, ids: Sequence[str]) -> None:
-        for batch in _batches(ids):
+    def fts_delete(self, session_id: str, ids: Sequence[str], old_texts: OldTexts) -> None:
+        for batch in _batches(ids):  # by key: the old text is not needed
             self._run(
                 f"DELETE FROM {FTS} WHERE session_id = ? AND id IN ({_marks(len(batch))})",
                 (session_id, *batch),
             )
 
-    def fts_clear(self, session_id: str) -> None:
+    def fts_clear(self, session_id: str, old_texts: OldTexts) -> None:
         self._run(f"DELETE FROM {FTS} WHERE session_id = ?", (session_id,))
 
     def fts_search(
@@ -156,9 +166,13 @@ class PostgresSearchOps(SqlOps):
             return []  # nothing a parser would keep: no lexeme, no hit
         parse = "plainto_tsquery" if all_words else "phraseto_tsquery"
         return self._search(
-            f"SELECT f.session_id, f.id, m.role, f.content, m.created_at "
+            f"SELECT f.session_id, f.id, ts_rank(f.tsv, q, 1) AS score, k.created_at, k.seq "
             f"FROM {parse}('{TS_CONFIG}', ?) q, {FTS} f CROSS JOIN LATERAL "
-            f"(SELECT role, created_at, seq FROM {MESSAGES} "
-            f"WHERE session_id = f.session_id AND id = f.id LIMIT 1) m WHERE f.tsv @@ q",
-            query, session_id, "ts_rank(f.tsv, q, 1) DESC, m.created_at, m.seq", limit,
+            f"(SELECT created_at, seq FROM {MESSAGES} "
+            f"WHERE session_id = f.session_id AND id = f.id LIMIT 1) k WHERE f.tsv @@ q",
+            query, session_id, "f.session_id", "score DESC, k.created_at, k.seq", limit,
+            "SELECT h.session_id, h.id, m.role, m.content, m.content_chunks, h.created_at "
+            f"FROM {{h}} CROSS JOIN LATERAL (SELECT role, content, content_chunks "
+            f"FROM {MESSAGES} WHERE session_id = h.session_id AND id = h.id LIMIT 1) m "
+            "ORDER BY h.score DESC, h.created_at, h.seq",
         )

@@ -49,6 +49,7 @@ from ._schema import (
     CHANGES,
     COMPACTION_LEASES,
     DIRECTORY,
+    FTS,
     LG_BLOBS,
     LG_CHECKPOINTS,
     LG_WRITES,
@@ -219,6 +220,12 @@ _STEPS: list[list[str]] = [
             task_path TEXT COLLATE "C" NOT NULL DEFAULT '',
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
         )""",
+    ],
+    [
+        # The search index keeps no copy of the text any more: the old one is dropped, and the
+        # next search (or build_search_index) builds the new one from the stored messages.
+        f"DROP TABLE IF EXISTS {FTS}",
+        f"DELETE FROM {META} WHERE key = 'fts_backfill_cursor'",
     ],
 ]
 

@@ -1,4 +1,4 @@
--- convostore: the PostgreSQL schema, version 4 (the DDL convostore itself runs when it may).
+-- convostore: the PostgreSQL schema, version 7 (the DDL convostore itself runs when it may).
 --
 -- For databases where the application's role may not create tables or schemas. Run this file
 -- once as a role that may, in the schema the application will pass as `schema=` (or in `public`
@@ -220,7 +220,15 @@ CREATE TABLE IF NOT EXISTS convostore_lg_writes (
     PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '6')
+-- version 7 -------------------------------------------------------------------------------------
+
+-- The search table keeps no copy of the text any more: an older one is dropped. On a database
+-- that holds messages, leave the full-text section below out: the first search by a role that
+-- may create tables builds the index from the stored messages.
+DROP TABLE IF EXISTS convostore_fts;
+DELETE FROM convostore_meta WHERE key = 'fts_backfill_cursor';
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '7')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------
@@ -242,13 +250,12 @@ BEGIN
 END
 $$;
 
--- The indexed text of each message's text parts, and its tsvector (computed by convostore from
--- a bounded form of the text, under the 1 MB tsvector limit; see _index_source in _pg_search.py).
+-- The key and tsvector of each indexed message (computed by convostore from a bounded form of
+-- its indexed text, under the 1 MB tsvector limit; see _index_source in _pg_search.py). No copy
+-- of the text: a hit's text is read from its message row.
 CREATE TABLE IF NOT EXISTS convostore_fts (
     session_id TEXT COLLATE "C" NOT NULL,
     id TEXT COLLATE "C" NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
     tsv TSVECTOR NOT NULL,
     PRIMARY KEY (session_id, id)
 );

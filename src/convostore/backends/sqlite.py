@@ -26,6 +26,7 @@ from ._schema import (
     CHANGES,
     COMPACTION_LEASES,
     DIRECTORY,
+    FTS,
     LG_BLOBS,
     LG_CHECKPOINTS,
     LG_WRITES,
@@ -151,6 +152,12 @@ _STEPS: list[list[str]] = [
             type TEXT NOT NULL, data BLOB, hash TEXT, task_path TEXT NOT NULL DEFAULT '',
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id, task_id, idx)
         )""",
+    ],
+    [
+        # The search index keeps no copy of the text any more: the old one is dropped, and the
+        # next search (or build_search_index) builds the new one from the stored messages.
+        f"DROP TABLE IF EXISTS {FTS}",
+        f"DELETE FROM {META} WHERE key = 'fts_backfill_cursor'",
     ],
 ]
 
