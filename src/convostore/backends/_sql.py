@@ -473,26 +473,28 @@ class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
         return int(row[0]) if row is not None else 0
 
     def _search(
-        self, keys: str, match: Any, session_id: str | None, session_column: str, order: str,
-        limit: int, hits: str,
+        self, select: str, match: Any, session_id: str | None, session_column: str,
+        order: str, limit: int, hits: str | None = None,
     ) -> list[FtsHit]:
         """Hits of an engine's full-text query.
 
-        ``keys`` selects the matching rows' keys (ending in the condition whose one ``?`` is
+        ``select`` reads the matching rows (ending in the condition whose one ``?`` is
         ``match``); this adds the session filter on ``session_column`` (``session_id`` only
-        when given, else every application session), the order and the limit. ``hits`` reads
-        the :class:`FtsHit` columns of those rows from the subquery, aliased ``h``: so message
-        content is read for the hits returned only, not for every match.
+        when given, else every application session), the order and the limit. When ``select``
+        reads keys only, ``hits`` reads the :class:`FtsHit` columns of the rows it keeps from
+        the subquery ``{h}``: so message content is read for the hits returned only.
         """
         params: list[Any] = [match]
         if session_id is not None:
-            keys += f" AND {session_column} = ?"
+            select += f" AND {session_column} = ?"
             params.append(session_id)
         else:  # convostore's own sessions are not the application's conversations
-            keys += f" AND substr({session_column}, 1, {len(INTERNAL_PREFIX)}) <> ?"
+            select += f" AND substr({session_column}, 1, {len(INTERNAL_PREFIX)}) <> ?"
             params.append(INTERNAL_PREFIX)
         params.append(limit)
-        sql = hits.format(h=f"({keys} ORDER BY {order} LIMIT ?) h")
+        sql = f"{select} ORDER BY {order} LIMIT ?"
+        if hits is not None:
+            sql = hits.format(h=f"({sql}) h")
         return [FtsHit(*r) for r in self._all(sql, params)]
 
     # -- writes --------------------------------------------------------------------------------

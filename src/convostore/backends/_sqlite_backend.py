@@ -223,12 +223,12 @@ class SqliteOps(SqlOps):
         if not match:
             return []
         try:
+            # FTS5 returns the matches sorted by rank itself: the join then reads the content
+            # of the rows the limit keeps only.
             return self._search(
-                f"SELECT f.rowid AS rid, f.rank AS score FROM {FTS} f "
-                f"JOIN {MESSAGES} k ON k.rid = f.rowid WHERE {FTS} MATCH ?",
-                match, session_id, "k.session_id", "f.rank", limit,
                 f"SELECT m.session_id, m.id, m.role, m.content, m.content_chunks, m.created_at "
-                f"FROM {{h}} JOIN {MESSAGES} m ON m.rid = h.rid ORDER BY h.score, h.rid",
+                f"FROM {FTS} f JOIN {MESSAGES} m ON m.rid = f.rowid WHERE {FTS} MATCH ?",
+                match, session_id, "m.session_id", "f.rank", limit,
             )
         except sqlite3.OperationalError:
             return []  # a query FTS5 cannot parse finds nothing rather than failing the caller
