@@ -262,5 +262,9 @@ CREATE TABLE IF NOT EXISTS convostore_fts (
 -- fastupdate off: no pending list, so no insert pays for flushing everyone's entries at once.
 CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON convostore_fts USING GIN (tsv)
     WITH (fastupdate = off);
+-- What the index holds for a message: the text parts ('text+tool_output' adds tool results; a
+-- store opened with search_tool_output=True on this index follows the value recorded here).
+INSERT INTO convostore_meta (key, value) VALUES ('fts_definition', 'text')
+    ON CONFLICT (key) DO NOTHING;
 
 COMMIT;
