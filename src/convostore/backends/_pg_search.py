@@ -156,7 +156,11 @@ class PostgresSearchOps(SqlOps):
     def fts_set_cursor(self, cursor: str | None) -> None:
         super().fts_set_cursor(cursor)
         # Each backfill step ends by moving its cursor (its end: merge the pending list into
-        # the index); the last one removes it (no pending list from then on).
+        # the index); the last one removes it (no pending list from then on). Its commit need
+        # not wait for the WAL to be flushed: a crash may lose the last steps, each whole (its
+        # entries with its cursor), and the next build redoes them; a later commit that waits
+        # for its flush makes them durable too (the WAL is flushed in order).
+        self._run("SET LOCAL synchronous_commit = off")
         gin = _FTS_GIN_PARTS if self._partitions else _FTS_GIN
         if cursor is None:
             self._run(_FTS_BUILT.format(gin=gin))
