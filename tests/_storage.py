@@ -181,3 +181,42 @@ def query_plan(store: Sessions, sql: str, params: Sequence[Any] = ()) -> str:
         prefix = "EXPLAIN " if "_pg_" in module else "EXPLAIN QUERY PLAN "
         rows = execute(ops, prefix + sql, params).fetchall()
     return "\n".join(" ".join(str(v) for v in r) for r in rows)
+
+
+# --- the search index -----------------------------------------------------------------------
+
+
+def orphan_index_entries(store: Sessions) -> int:
+    """Entries of the search index whose message row is gone (the index must have none)."""
+    pg = "_pg_" in type(backend(store)).__module__
+    sql = (
+        "SELECT count(*) FROM convostore_fts f WHERE NOT EXISTS (SELECT 1 FROM "
+        "convostore_messages m WHERE m.session_id = f.session_id AND m.id = f.id)"
+        if pg else
+        "SELECT count(*) FROM convostore_fts_docsize d WHERE NOT EXISTS "
+        "(SELECT 1 FROM convostore_messages m WHERE m.rid = d.id)"
+    )
+    row = query_one(store, sql)
+    assert row is not None
+    return int(row[0])
+
+
+def install_v6_search_index(store: Sessions, words: str) -> None:
+    """Replace the store's search index by one of schema version 6 (a copy of the text beside
+    the index), holding ``words`` for every message, and mark the database version 6."""
+    pg = "_pg_" in type(backend(store)).__module__
+    with writing(store, None) as ops:
+        execute(ops, "DROP TABLE IF EXISTS convostore_fts")
+        if pg:
+            execute(ops, 'CREATE TABLE convostore_fts (session_id TEXT COLLATE "C" NOT NULL, '
+                    'id TEXT COLLATE "C" NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, '
+                    "tsv TSVECTOR NOT NULL, PRIMARY KEY (session_id, id))")
+            execute(ops, "INSERT INTO convostore_fts SELECT session_id, id, role, ?, "
+                    "to_tsvector('simple', ?) FROM convostore_messages", (words, words))
+        else:
+            execute(ops, "CREATE VIRTUAL TABLE convostore_fts USING fts5(session_id UNINDEXED, "
+                    "id UNINDEXED, role UNINDEXED, content, tokenize = 'porter unicode61')")
+            execute(ops, "INSERT INTO convostore_fts (rowid, session_id, id, role, content) "
+                    "SELECT rid, session_id, id, role, ? FROM convostore_messages", (words,))
+        execute(ops, "DELETE FROM convostore_meta WHERE key = 'fts_definition'")
+        execute(ops, "UPDATE convostore_meta SET value = '6' WHERE key = 'schema_version'")

@@ -323,7 +323,7 @@ def _catalog(schema: str) -> dict[str, Any]:
             "WHERE schemaname = %s ORDER BY indexname",
             (conn.execute("SELECT quote_ident(%s)", (schema,)).fetchone()[0] + ".", schema),
         ).fetchall()
-        meta = conn.execute(f'SELECT * FROM "{schema}".convostore_meta').fetchall()
+        meta = conn.execute(f'SELECT * FROM "{schema}".convostore_meta ORDER BY key').fetchall()
         conn.execute("SELECT set_config('search_path', quote_ident(%s), false)", (schema,))
         lexemes = conn.execute(
             "SELECT to_tsvector('convostore_english', 'The cats OR dogs were running')::text"

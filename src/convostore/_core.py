@@ -25,11 +25,10 @@ from ._autocompact import AutoCompaction
 from ._background import Background
 from ._changes import ChangeLog
 from ._estimate import Memos
-from ._index_text import index_text
 from ._search import SearchIndex
 from ._watch import Waker
 from .backends.base import Backend
-from .model import ChangeEvent, Message
+from .model import ChangeEvent
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")
@@ -140,7 +139,7 @@ class StoreCore:
         """Each session's last path totals (token estimate, bytes), kept across handles."""
         self.search_tool_output = bool(search_tool_output)
         """Whether tool results' text is indexed too (see :mod:`convostore._index_text`)."""
-        self.search_index = SearchIndex(backend, text=self.index_text)
+        self.search_index = SearchIndex(backend, tool_output=self.search_tool_output)
         """The full-text index: readiness, lazy creation with backfill, queries."""
         self.background = Background()
         """Work run after writes return: automatic compactions, change-log trimming."""
@@ -161,10 +160,6 @@ class StoreCore:
     def run_awaitable(self, value: Awaitable[Any]) -> Any:
         """Run an awaitable a user callback returned, with the store's :attr:`awaiter`."""
         return self.awaiter(value)
-
-    def index_text(self, message: Message) -> str:
-        """The text the search index holds for ``message`` under this store's settings."""
-        return index_text(message, tool_output=self.search_tool_output)
 
     def describe(self) -> str:
         """The store as its ``repr`` shows it: ``<Sessions 'url' open>``."""

@@ -234,9 +234,8 @@ def _drop(core: StoreCore, ops: Ops, session_ids: Sequence[str]) -> list[str]:
     """Delete ``session_ids`` and the sessions that belong to them, in the caller's scope;
     returns every id deleted."""
     doomed = list(session_ids) + ops.dir_dependents(session_ids)
-    if core.search_index.ready(ops):
-        for sid in doomed:
-            ops.fts_clear(sid)
+    for sid in doomed:
+        core.search_index.clear(ops, sid)
     dropped = ops.drop_sessions(doomed)
     ops.collect(dropped)
     for sid in doomed:

@@ -5,6 +5,12 @@ option ``search_tool_output=True``, also its tool results: the ``output`` of eac
 whose call returned (its text, or the strings and numbers of a JSON output) and the
 ``errorText`` of one that failed. Both engines index what this module returns, for messages
 written through any API or integration, and the backfill uses it too.
+
+The index keeps no copy of this text: a hit's text is computed again from the stored message,
+and SQLite's contentless index removes an entry by naming the words it was indexed with,
+computed here again from the stored message. So what this returns for a stored message must
+not change while an index exists: a change needs a schema step that drops the index (as
+version 7 does), so that the next search builds it again.
 """
 
 from __future__ import annotations

@@ -18,21 +18,31 @@ for more than one of them:
 
 A search before the build is complete finishes the build first (the searcher pays, writers do
 not wait); :meth:`SearchIndex.build` does it ahead of time, with progress.
+
+The index keeps no copy of the text (SQLite: a contentless FTS5 table; PostgreSQL: keys and a
+``tsvector``): a hit's text is computed again from its stored message, and an engine that must
+name an entry's words to remove it (contentless FTS5) gets them the same way. So what the index
+holds for a message is fixed when the index is created, recorded beside it, and followed by
+every store that writes to it (:meth:`SearchIndex.text`), whatever its own
+``search_tool_output``: a message's entry is always removed with the words it was indexed with.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 from . import _limits, codec
+from ._index_text import index_text
 from ._lazy_table import LazyTable
 from ._rows import reassemble
-from .backends.base import Backend, Ops, ScannedRow
+from .backends.base import Backend, ContentRow, FtsHit, OldTexts, Ops, ScannedRow
 from .model import Message, SearchResult
+
+logger = logging.getLogger("convostore")
 
 _STEP_ROWS = (10, 100, 1_000)
 """Rows per build step: the fewest, the first, the most. Each step adjusts the next one's size
@@ -47,6 +57,10 @@ in before the next one."""
 _START = "[]"
 """The cursor of a backfill that has indexed nothing yet."""
 
+_DEFINITIONS = {False: "text", True: "text+tool_output"}
+"""What an index holds for a message, as recorded beside it: the text parts, or also the tool
+results (``search_tool_output``; see :mod:`convostore._index_text`)."""
+
 Progress = Callable[[int, int], object]
 """``progress(done, total)``: messages indexed so far by this build, and how many it had to
 index when it began (messages written during the build are indexed by their writes)."""
@@ -55,13 +69,13 @@ index when it began (messages written during the build are indexed by their writ
 class SearchIndex:
     """The search index of one backend: readiness, stepwise creation and queries."""
 
-    def __init__(
-        self, backend: Backend, text: Callable[[Message], str] = codec.message_text
-    ) -> None:
-        """:param text: what the index holds for a message (the store's ``index_text``)."""
+    def __init__(self, backend: Backend, *, tool_output: bool = False) -> None:
+        """:param tool_output: what an index this store creates holds for a message (the
+            store's ``search_tool_output``)."""
         self._backend = backend
-        self._text = text
-        self._table = LazyTable(backend, lambda ops: ops.fts_exists(), _create)
+        self._tool_output = tool_output
+        self._held: bool | None = None  # what the existing index holds, once read
+        self._table = LazyTable(backend, lambda ops: ops.fts_exists(), self._create)
         self._built = False
         self._lock = threading.RLock()  # a progress callback may search
 
@@ -137,7 +151,94 @@ class SearchIndex:
             return []
         with self._backend.read() as ops:
             hits = ops.fts_search(query, session_id, limit, session_id is None)
-        return [SearchResult(h.id, h.role, h.content, h.created_at, h.session_id) for h in hits]
+            texts = self._hit_texts(ops, hits)
+        return [
+            SearchResult(h.id, h.role, texts[h.session_id, h.id], h.created_at, h.session_id)
+            for h in hits if (h.session_id, h.id) in texts
+        ]
+
+    # -- keeping the index in step with the writes (inside their write scopes) ----------------
+
+    def text(self, ops: Ops, message: Message) -> str:
+        """What the index holds for ``message`` (its stored form): the definition recorded
+        when the index was created, read once."""
+        if self._held is None:
+            recorded = ops.fts_definition()
+            held = self._tool_output if recorded is None else recorded == _DEFINITIONS[True]
+            if held != self._tool_output:
+                logger.warning(
+                    "the search index of %s was built with search_tool_output=%s; it keeps "
+                    "that definition (this store was opened with %s)",
+                    self._backend.url, held, self._tool_output,
+                )
+            self._held = held
+        return index_text(message, tool_output=self._held)
+
+    def add(self, ops: Ops, session_id: str, messages: Sequence[Message]) -> None:
+        """Index new messages (their stored forms) if the index exists."""
+        if not self.ready(ops):
+            return
+        entries = []
+        for message in messages:
+            text = self.text(ops, message)
+            if text:
+                entries.append((session_id, message["id"], text))
+        if entries:
+            ops.fts_insert(entries)
+
+    def replace(self, ops: Ops, session_id: str, message: Message, old: str) -> None:
+        """Index a rewritten message (its new stored form) in place of its entry for the
+        stored text ``old``, if the index exists."""
+        if not self.ready(ops):
+            return
+        mid = message["id"]
+        ops.fts_delete(session_id, [mid], lambda ids: self._texts(ops, {mid: old}))
+        self.add(ops, session_id, [message])
+
+    def remove(self, ops: Ops, session_id: str, ids: Sequence[str]) -> None:
+        """Remove the entries of messages about to be deleted, if the index exists."""
+        if self.ready(ops):
+            ops.fts_delete(session_id, ids, self._stored_texts(ops, session_id))
+
+    def clear(self, ops: Ops, session_id: str) -> None:
+        """Remove the entries of every message of a session about to be emptied, if the index
+        exists."""
+        if self.ready(ops):
+            ops.fts_clear(session_id, self._stored_texts(ops, session_id))
+
+    def _stored_texts(self, ops: Ops, session_id: str) -> OldTexts:
+        """The indexed texts of stored messages of ``session_id``, read when asked."""
+
+        def old_texts(ids: Sequence[str]) -> dict[str, str]:
+            seqs = sorted(ops.seqs_of(session_id, ids).values())
+            rows = ops.content_rows_by_seq(session_id, seqs) if seqs else []
+            return self._texts(ops, reassemble(ops, session_id, rows))
+
+        return old_texts
+
+    def _texts(self, ops: Ops, stored: dict[str, str]) -> dict[str, str]:
+        """The indexed text of stored message texts by id (unreadable ones left out)."""
+        out: dict[str, str] = {}
+        for mid, raw in stored.items():
+            try:
+                value = codec.loads(raw)
+            except ValueError:
+                continue
+            if codec.is_valid_stored(value):
+                out[mid] = self.text(ops, value)
+        return out
+
+    def _hit_texts(self, ops: Ops, hits: Sequence[FtsHit]) -> dict[tuple[str, str], str]:
+        """The text of each hit, computed from its stored message (the index has no copy)."""
+        by_session: dict[str, list[ContentRow]] = {}
+        for h in hits:
+            by_session.setdefault(h.session_id, []).append(
+                ContentRow(h.id, None, 0, h.content, h.content_chunks, h.created_at))
+        out: dict[tuple[str, str], str] = {}
+        for sid, rows in by_session.items():
+            for mid, text in self._texts(ops, reassemble(ops, sid, rows)).items():
+                out[sid, mid] = text
+        return out
 
     def _step(self, limit: int) -> tuple[int, bool]:
         """Index the next ``limit`` rows after the cursor in one write scope of the store:
@@ -147,7 +248,7 @@ class SearchIndex:
             if cursor is None:
                 return 0, True  # another builder (thread or process) finished it
             batch = ops.scan_rows(_decode(cursor), limit)
-            _index(ops, batch, self._text)
+            self._index_scanned(ops, batch)
             if len(batch) < limit:
                 ops.fts_set_cursor(None)
                 return len(batch), True
@@ -155,11 +256,26 @@ class SearchIndex:
             ops.fts_set_cursor(json.dumps([last.session_id, last.row.id]))
             return len(batch), False
 
+    def _index_scanned(self, ops: Ops, batch: Sequence[ScannedRow]) -> None:
+        """Index the text of scanned rows (continuation rows joined) that have no entry."""
+        by_session: dict[str, list[ContentRow]] = {}
+        for sid, row, _role in batch:
+            by_session.setdefault(sid, []).append(row)
+        entries: list[tuple[str, str, str]] = []
+        for sid, rows in by_session.items():
+            for mid, text in self._texts(ops, reassemble(ops, sid, rows)).items():
+                if text:
+                    entries.append((sid, mid, text))
+        if entries:
+            ops.fts_insert(entries)
 
-def _create(ops: Ops) -> None:
-    """Create the empty index and the cursor of its backfill, in one short transaction."""
-    ops.fts_create()
-    ops.fts_set_cursor(_START)
+    def _create(self, ops: Ops) -> None:
+        """Create the empty index, the cursor of its backfill and the record of what it
+        holds, in one short transaction."""
+        ops.fts_create()
+        ops.fts_set_cursor(_START)
+        ops.fts_set_definition(_DEFINITIONS[self._tool_output])
+        self._held = self._tool_output
 
 
 def _decode(cursor: str) -> tuple[str, str] | None:
@@ -169,27 +285,6 @@ def _decode(cursor: str) -> tuple[str, str] | None:
 
 
 def restart_backfill(ops: Ops) -> None:
-    """Have the next build index every stored message again (inside the caller's write
-    scope; entries are replaced, never duplicated), e.g. after rows were lifted in bulk."""
+    """Have the next build scan every stored message again (inside the caller's write scope;
+    a message that has an entry keeps it), e.g. after rows were lifted in bulk."""
     ops.fts_set_cursor(_START)
-
-
-def _index(ops: Ops, batch: Sequence[ScannedRow], text_of: Callable[[Message], str]) -> None:
-    """Index the text of scanned rows (continuation rows joined), replacing entries."""
-    by_session: dict[str, list[tuple[Any, str]]] = {}
-    for sid, row, role in batch:
-        by_session.setdefault(sid, []).append((row, role))
-    entries: list[tuple[str, str, str, str]] = []
-    for sid, rows in by_session.items():
-        texts = reassemble(ops, sid, [r for r, _ in rows])
-        for row, role in rows:
-            try:
-                value = codec.loads(texts[row.id])
-            except ValueError:
-                continue
-            if codec.is_valid_stored(value):
-                text = text_of(value)
-                if text:
-                    entries.append((sid, row.id, role, text))
-    if entries:
-        ops.fts_insert(entries)

@@ -169,17 +169,6 @@ class Writer:
             codec.base64_len(sizes[h]) for h in prep.hashes if h in sizes
         )
 
-    def _index(self, ops: Ops, message: Message, *, replace: bool) -> None:
-        """Keep the full-text index (if one exists) in step with a written message."""
-        if not self._core.search_index.ready(ops):
-            return
-        mid = message["id"]
-        if replace:
-            ops.fts_delete(self._sid, [mid])
-        text = self._core.index_text(message)
-        if text:
-            ops.fts_insert([(self._sid, mid, message["role"], text)])
-
     def insert(
         self, prep: Prepared, parent_id: str | None | Unset, created_at: int, *, verbatim: bool
     ) -> int | None:
@@ -217,7 +206,7 @@ class Writer:
             parent = parent_id if known else None
         self._write_row(ops, prep, seq, parent, created_at, parent is not None
                         and parent == tail_id, tail_run)
-        self._index(ops, msg, replace=False)
+        self._index(ops, [prep])
         if verbatim:
             ops.bump_epoch(sid)
         return self._core.changes.log(
@@ -269,7 +258,7 @@ class Writer:
             _, tail_id, seq, chosen, run = ops.leaf_probe(sid, ids[0] if ids else "")
             leaf = chosen or tail_id
             logged: list[Logged | None] = []
-            written: list[Message] = []
+            written: list[Prepared] = []
             batch: list[NewRow] = []
             for prep, parent_id, created_at in rows:
                 mid = prep.message["id"]
@@ -292,29 +281,23 @@ class Writer:
                                       parent is not None and parent == tail_id, run, batch)
                 present.add(mid)
                 tail_id = leaf = mid
-                written.append(prep.message)
+                written.append(prep)
                 logged.append(self._core.changes.log(
                     ops, "import" if verbatim else "append", sid, message_id=mid,
                     parent_id=parent, leaf_id=mid,
                 ))
             if written:
                 ops.insert_messages(batch)
-                self._index_many(ops, written)
+                self._index(ops, written)
                 if verbatim:
                     ops.bump_epoch(sid)
         return [None if entry is None else entry.committed() for entry in logged]
 
-    def _index_many(self, ops: Ops, messages: Sequence[Message]) -> None:
-        """Index new messages (if the full-text index exists), in one call."""
-        if not self._core.search_index.ready(ops):
-            return
-        entries = []
-        for message in messages:
-            text = codec.message_text(message)
-            if text:
-                entries.append((self._sid, message["id"], message["role"], text))
-        if entries:
-            ops.fts_insert(entries)
+    def _index(self, ops: Ops, preps: Sequence[Prepared]) -> None:
+        """Index new messages, if the full-text index exists."""
+        index = self._core.search_index
+        if index.ready(ops):
+            index.add(ops, self._sid, [_stored_form(p) for p in preps])
 
     def rewrite(self, prep: Prepared) -> tuple[Rewrite, int | None]:
         """Write ``prep`` over its stored row (content only: parent, order and time stay);
@@ -347,7 +330,8 @@ class Writer:
             if held - wanted:
                 ops.drop_refs(sid, mid, held - wanted)
                 ops.collect(held - wanted)
-            self._index(ops, msg, replace=True)
+            if self._core.search_index.ready(ops):
+                self._core.search_index.replace(ops, sid, _stored_form(prep), old or "")
             if meta.token_estimate != prep.estimate or meta.bytes != new_bytes:
                 ops.bump_epoch(sid)
             logged = self._core.changes.log(ops, "update", sid, message_id=mid)
@@ -376,8 +360,7 @@ class Writer:
             chosen = ops.chosen_leaf(sid)
             if chosen is not None and chosen in parents:  # the chosen leaf moves up, as children do
                 ops.dir_set_leaf(sid, kept.get(chosen))
-            if self._core.search_index.ready(ops):
-                ops.fts_delete(sid, present)
+            self._core.search_index.remove(ops, sid, present)
             dropped = ops.drop_message_refs(sid, present)
             ops.delete_messages(sid, present)
             ops.collect(dropped)
@@ -392,8 +375,7 @@ class Writer:
         change-log position."""
         sid = self._sid
         with self._backend.write(sid) as ops:
-            if self._core.search_index.ready(ops):
-                ops.fts_clear(sid)
+            self._core.search_index.clear(ops, sid)
             dropped = ops.drop_session_refs(sid)
             ops.clear_session(sid)
             ops.collect(dropped)
@@ -433,3 +415,8 @@ class Writer:
                 ops, kind, sid, compaction=(row.id, from_message_id, to_message_id)
             )
         return stored_compaction(row), logged.committed()
+
+
+def _stored_form(prep: Prepared) -> Message:
+    """The message as stored (media replaced by references): what the search index reads."""
+    return prep.message if not prep.hashes else codec.loads("".join(prep.slices))

@@ -101,9 +101,9 @@ class Sessions:
             cannot be told from a server reliably, so say it; see ``docs/scaling.md``.
         :param search_tool_output: also index the text of tool results (a tool part's
             ``output``, or ``errorText``), so a search finds what tools returned. Off by
-            default: it grows the index, by about the size of the tool outputs' text. It
-            applies to what is indexed from then on (messages written, and an index built);
-            open every store of one database with the same value.
+            default: it grows the index, by about the size of the tool outputs' text. It is
+            recorded when the search index is created, and the index keeps it: a store opened
+            with the other value follows the index's (with a warning).
         """
         log_size = check_log_size(change_log_size)
         backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,

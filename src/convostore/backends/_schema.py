@@ -31,7 +31,7 @@ the session registry's table lives in :mod:`._registry`, the search index with e
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The schema this version writes; opening an older database migrates it."""
 
 MESSAGES = "convostore_messages"

@@ -78,6 +78,8 @@ def _params(row: NewRow) -> tuple[Any, ...]:
 
 _FTS_CURSOR = "fts_backfill_cursor"
 """The meta key of the search index's backfill cursor (present while a build is pending)."""
+_FTS_DEFINITION = "fts_definition"
+"""The meta key of what the search index holds for a message (recorded by its creation)."""
 
 
 class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
@@ -442,17 +444,29 @@ class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
     # -- the search index's backfill cursor (a row of the meta table while a build is pending)
 
     def fts_cursor(self) -> str | None:
-        row = self._one(f"SELECT value FROM {META} WHERE key = ?", (_FTS_CURSOR,))
-        return None if row is None else str(row[0])
+        return self._meta_value(_FTS_CURSOR)
 
     def fts_set_cursor(self, cursor: str | None) -> None:
-        if cursor is None:
-            self._run(f"DELETE FROM {META} WHERE key = ?", (_FTS_CURSOR,))
+        self._set_meta_value(_FTS_CURSOR, cursor)
+
+    def fts_definition(self) -> str | None:
+        return self._meta_value(_FTS_DEFINITION)
+
+    def fts_set_definition(self, definition: str) -> None:
+        self._set_meta_value(_FTS_DEFINITION, definition)
+
+    def _meta_value(self, key: str) -> str | None:
+        row = self._one(f"SELECT value FROM {META} WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+    def _set_meta_value(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._run(f"DELETE FROM {META} WHERE key = ?", (key,))
         else:
             self._run(
                 f"INSERT INTO {META} (key, value) VALUES (?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (_FTS_CURSOR, cursor),
+                (key, value),
             )
 
     def fts_backlog(self, after: tuple[str, str] | None) -> int:
@@ -465,20 +479,29 @@ class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
         return int(row[0]) if row is not None else 0
 
     def _search(
-        self, select: str, match: Any, session_id: str | None, order: str, limit: int
+        self, select: str, match: Any, session_id: str | None, session_column: str,
+        order: str, limit: int, hits: str | None = None,
     ) -> list[FtsHit]:
-        """Hits of an engine's full-text ``select`` (search table aliased ``f``, ending in the
-        condition whose one ``?`` is ``match``), in ``session_id`` only when given, best first by
-        ``order``, at most ``limit``."""
+        """Hits of an engine's full-text query.
+
+        ``select`` reads the matching rows (ending in the condition whose one ``?`` is
+        ``match``); this adds the session filter on ``session_column`` (``session_id`` only
+        when given, else every application session), the order and the limit. When ``select``
+        reads keys only, ``hits`` reads the :class:`FtsHit` columns of the rows it keeps from
+        the subquery ``{h}``: so message content is read for the hits returned only.
+        """
         params: list[Any] = [match]
         if session_id is not None:
-            select += " AND f.session_id = ?"
+            select += f" AND {session_column} = ?"
             params.append(session_id)
         else:  # convostore's own sessions are not the application's conversations
-            select += f" AND substr(f.session_id, 1, {len(INTERNAL_PREFIX)}) <> ?"
+            select += f" AND substr({session_column}, 1, {len(INTERNAL_PREFIX)}) <> ?"
             params.append(INTERNAL_PREFIX)
         params.append(limit)
-        return [FtsHit(*r) for r in self._all(f"{select} ORDER BY {order} LIMIT ?", params)]
+        sql = f"{select} ORDER BY {order} LIMIT ?"
+        if hits is not None:
+            sql = hits.format(h=f"({sql}) h")
+        return [FtsHit(*r) for r in self._all(sql, params)]
 
     # -- writes --------------------------------------------------------------------------------
 

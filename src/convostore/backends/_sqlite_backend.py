@@ -6,6 +6,7 @@ module is imported when a SQLite store is opened, so ``import convostore`` does 
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -30,10 +31,13 @@ from .base import (
     Engine,
     FtsHit,
     LeafProbe,
+    OldTexts,
     Position,
     _batches,
     _marks,
 )
+
+logger = logging.getLogger("convostore")
 
 WAL_AUTOCHECKPOINT_PAGES = 4000
 """Pages the WAL may hold before a commit copies them back into the database (SQLite: 1000).
@@ -95,6 +99,24 @@ _APPEND_PROBE_KNOWN = (
 _APPEND_PROBE = (
     f"{_APPEND_PROBE_KNOWN}, "
     f"EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')"
+)
+# The search index: a contentless FTS5 table (no copy of the text: a hit's text is read from its
+# message row), one indexed column, keyed by the message row's ``rid``. Its docsize table (one
+# row per indexed message) tells which messages have an entry. Without ``contentless_delete``
+# (SQLite 3.43+, and a file that older SQLite could no longer open), an entry is removed by the
+# 'delete' command given the text it was indexed with, recomputed from the stored message.
+_FTS_DDL = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS} USING fts5("
+    "content, content = '', tokenize = 'porter unicode61')"
+)
+_FTS_DOCSIZE = f"{FTS}_docsize"
+_UNINDEXED_RID = (
+    f"SELECT m.rid FROM {MESSAGES} m WHERE m.session_id = ? AND m.id = ? "
+    f"AND NOT EXISTS (SELECT 1 FROM {_FTS_DOCSIZE} d WHERE d.id = m.rid)"
+)
+_INDEXED = (
+    f"SELECT m.id, m.rid FROM {MESSAGES} m JOIN {_FTS_DOCSIZE} d ON d.id = m.rid "
+    "WHERE m.session_id = ?"
 )
 # The leaf a session's directory row chose (set_active_leaf) and the newest row's run_bytes,
 # riding along too (leaf_probe).
@@ -206,41 +228,43 @@ class SqliteOps(SqlOps):
         return LeafProbe(bool(exists), tail, top or 0, chosen, run or 0)
 
     def fts_create(self) -> None:
-        self._run(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS} USING fts5("
-            "session_id UNINDEXED, id UNINDEXED, role UNINDEXED, content, "
-            "tokenize = 'porter unicode61')"
-        )
+        self._run(_FTS_DDL)
         self.fts_hint = self._fts_seen = True
 
-    def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
+    def fts_insert(self, rows: Iterable[tuple[str, str, str]]) -> None:
         # Look the row ids up first: FTS5 fed by INSERT ... SELECT flushes its pending index
         # data on every row, with VALUES it batches them.
         entries = []
-        for sid, mid, role, text in rows:
-            found = self._one(
-                f"SELECT rid FROM {MESSAGES} WHERE session_id = ? AND id = ?", (sid, mid)
-            )
+        for sid, mid, text in rows:
+            found = self._one(_UNINDEXED_RID, (sid, mid))
             if found is not None:
-                entries.append((found[0], sid, mid, role, text))
-        self._many(
-            f"INSERT OR REPLACE INTO {FTS} (rowid, session_id, id, role, content) "
-            "VALUES (?, ?, ?, ?, ?)",
-            entries,
-        )
+                entries.append((found[0], text))
+        self._many(f"INSERT INTO {FTS} (rowid, content) VALUES (?, ?)", entries)
 
-    def fts_delete(self, session_id: str, ids: Sequence[str]) -> None:
+    def fts_delete(self, session_id: str, ids: Sequence[str], old_texts: OldTexts) -> None:
         for batch in _batches(ids):
-            self._run(
-                f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {MESSAGES} "
-                f"WHERE session_id = ? AND id IN ({_marks(len(batch))}))",
-                (session_id, *batch),
-            )
+            self._unindex(self._all(
+                f"{_INDEXED} AND m.id IN ({_marks(len(batch))})", (session_id, *batch)
+            ), old_texts)
 
-    def fts_clear(self, session_id: str) -> None:
-        self._run(
-            f"DELETE FROM {FTS} WHERE rowid IN (SELECT rid FROM {MESSAGES} WHERE session_id = ?)",
-            (session_id,),
+    def fts_clear(self, session_id: str, old_texts: OldTexts) -> None:
+        indexed = self._all(_INDEXED, (session_id,))
+        for batch in _batches(indexed):
+            self._unindex(batch, old_texts)
+
+    def _unindex(self, indexed: Sequence[tuple[Any, ...]], old_texts: OldTexts) -> None:
+        """Remove the entries of ``(id, rowid)`` pairs (messages of one session): a contentless
+        table forgets an entry only when told the words it was indexed with."""
+        if not indexed:
+            return
+        texts = old_texts([mid for mid, _rid in indexed])
+        missing = [mid for mid, _rid in indexed if mid not in texts]
+        if missing:  # only if a stored row changed outside convostore since it was indexed
+            logger.warning("search index: no text for indexed messages %s; their words may "
+                           "stay in the index", missing[:5])
+        self._many(
+            f"INSERT INTO {FTS} ({FTS}, rowid, content) VALUES ('delete', ?, ?)",
+            [(rid, texts.get(mid, "")) for mid, rid in indexed],
         )
 
     def fts_search(
@@ -254,11 +278,12 @@ class SqliteOps(SqlOps):
         if not match:
             return []
         try:
+            # FTS5 returns the matches sorted by rank itself: the join then reads the content
+            # of the rows the limit keeps only.
             return self._search(
-                f"SELECT m.session_id, m.id, m.role, f.content, m.created_at FROM {FTS} f "
-                f"JOIN {MESSAGES} m ON m.rid = f.rowid AND m.session_id = f.session_id "
-                f"AND m.id = f.id WHERE {FTS} MATCH ?",
-                match, session_id, "f.rank", limit,
+                f"SELECT m.session_id, m.id, m.role, m.content, m.content_chunks, m.created_at "
+                f"FROM {FTS} f JOIN {MESSAGES} m ON m.rid = f.rowid WHERE {FTS} MATCH ?",
+                match, session_id, "m.session_id", "f.rank", limit,
             )
         except sqlite3.OperationalError:
             return []  # a query FTS5 cannot parse finds nothing rather than failing the caller

@@ -17,7 +17,7 @@ splicing, overlays, attachments, budgets) lives in :mod:`convostore.session`, wr
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
@@ -210,13 +210,21 @@ class LeafProbe(NamedTuple):
 
 @dataclass(frozen=True)
 class FtsHit:
-    """A full-text hit as the engine ranks it (best first)."""
+    """A full-text hit as the engine ranks it (best first): its message row, whose stored
+    text (``content``, then ``content_chunks`` continuation rows) the caller reads the hit's
+    text from (the index keeps no copy of it)."""
 
     session_id: str
     id: str
     role: str
     content: str
+    content_chunks: int
     created_at: int
+
+
+OldTexts = Callable[[Sequence[str]], Mapping[str, str]]
+"""``old_texts(ids)``: the text each of these messages of the session is indexed with, by id,
+computed from its stored row (for an engine that must name an entry's words to remove it)."""
 
 
 class ChangeRow(NamedTuple):
@@ -313,13 +321,28 @@ class Ops(Protocol):
     # -- full-text index -----------------------------------------------------------------------
     def fts_exists(self) -> bool: ...
     def fts_create(self) -> None: ...
-    def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
-        """Index ``(session_id, id, role, text)`` entries, replacing any for the same message.
-        The text holds no NUL and no lone surrogate (the caller replaced them by spaces)."""
+    def fts_insert(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Index ``(session_id, id, text)`` entries of stored messages; a message that already
+        has an entry keeps it (an entry is current: a rewrite removes it first). The text holds
+        no NUL and no lone surrogate (the caller replaced them by spaces)."""
         ...
 
-    def fts_delete(self, session_id: str, ids: Sequence[str]) -> None: ...
-    def fts_clear(self, session_id: str) -> None: ...
+    def fts_delete(self, session_id: str, ids: Sequence[str], old_texts: OldTexts) -> None:
+        """Remove the entries of these messages (still stored) of the session, if any."""
+        ...
+
+    def fts_clear(self, session_id: str, old_texts: OldTexts) -> None:
+        """Remove the entries of every message (still stored) of the session."""
+        ...
+
+    def fts_definition(self) -> str | None:
+        """What the index holds for a message, as recorded when it was created (text the
+        caller chose), None when nothing was recorded."""
+        ...
+
+    def fts_set_definition(self, definition: str) -> None:
+        """Record what the index holds for a message."""
+        ...
     def fts_cursor(self) -> str | None:
         """The backfill cursor of an index being built (text the caller chose), None when no
         backfill is pending (a complete index, or none)."""

@@ -49,6 +49,7 @@ from ._schema import (
     CHANGES,
     COMPACTION_LEASES,
     DIRECTORY,
+    FTS,
     LG_BLOBS,
     LG_CHECKPOINTS,
     LG_WRITES,
@@ -225,6 +226,12 @@ _STEPS: list[list[str]] = [
         # directory row alone. Older rows hold 0, so only the counts' base moves.
         f"ALTER TABLE {MESSAGES} ADD COLUMN IF NOT EXISTS run_bytes BIGINT NOT NULL DEFAULT 0",
         DIRECTORY_TO_TAIL_TOTALS,
+    ],
+    [
+        # The search index keeps no copy of the text any more: the old one is dropped, and the
+        # next search (or build_search_index) builds the new one from the stored messages.
+        f"DROP TABLE IF EXISTS {FTS}",
+        f"DELETE FROM {META} WHERE key = 'fts_backfill_cursor'",
     ],
 ]
 

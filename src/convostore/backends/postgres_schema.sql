@@ -1,4 +1,4 @@
--- convostore: the PostgreSQL schema, version 4 (the DDL convostore itself runs when it may).
+-- convostore: the PostgreSQL schema, version 7 (the DDL convostore itself runs when it may).
 --
 -- For databases where the application's role may not create tables or schemas. Run this file
 -- once as a role that may, in the schema the application will pass as `schema=` (or in `public`
@@ -232,7 +232,23 @@ UPDATE convostore_sessions SET
     bytes = bytes - COALESCE((SELECT t.run_bytes FROM convostore_messages t WHERE t.session_id = convostore_sessions.session_id ORDER BY t.seq DESC LIMIT 1), 0)
     WHERE EXISTS (SELECT 1 FROM convostore_meta WHERE key = 'schema_version' AND CAST(value AS INTEGER) < 7);
 
-INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '7')
+-- version 8 -------------------------------------------------------------------------------------
+
+-- The search table keeps no copy of the text any more: an older one (a database below version
+-- 8) is dropped; run again on a version-8 database, this keeps the index. On a database that
+-- holds messages, leave the full-text section below out: the first search by a role that may
+-- create tables builds the index from the stored messages.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM convostore_meta
+               WHERE key = 'schema_version' AND CAST(value AS INTEGER) < 8) THEN
+        DROP TABLE IF EXISTS convostore_fts;
+        DELETE FROM convostore_meta WHERE key = 'fts_backfill_cursor';
+    END IF;
+END
+$$;
+
+INSERT INTO convostore_meta (key, value) VALUES ('schema_version', '8')
     ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- full-text search (otherwise created by the first search) -------------------------------------
@@ -254,18 +270,21 @@ BEGIN
 END
 $$;
 
--- The indexed text of each message's text parts, and its tsvector (computed by convostore from
--- a bounded form of the text, under the 1 MB tsvector limit; see _index_source in _pg_search.py).
+-- The key and tsvector of each indexed message (computed by convostore from a bounded form of
+-- its indexed text, under the 1 MB tsvector limit; see _index_source in _pg_search.py). No copy
+-- of the text: a hit's text is read from its message row.
 CREATE TABLE IF NOT EXISTS convostore_fts (
     session_id TEXT COLLATE "C" NOT NULL,
     id TEXT COLLATE "C" NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
     tsv TSVECTOR NOT NULL,
     PRIMARY KEY (session_id, id)
 );
 -- fastupdate off: no pending list, so no insert pays for flushing everyone's entries at once.
 CREATE INDEX IF NOT EXISTS convostore_fts_tsv ON convostore_fts USING GIN (tsv)
     WITH (fastupdate = off);
+-- What the index holds for a message: the text parts ('text+tool_output' adds tool results; a
+-- store opened with search_tool_output=True on this index follows the value recorded here).
+INSERT INTO convostore_meta (key, value) VALUES ('fts_definition', 'text')
+    ON CONFLICT (key) DO NOTHING;
 
 COMMIT;

@@ -26,6 +26,7 @@ from ._schema import (
     CHANGES,
     COMPACTION_LEASES,
     DIRECTORY,
+    FTS,
     LG_BLOBS,
     LG_CHECKPOINTS,
     LG_WRITES,
@@ -158,6 +159,12 @@ _STEPS: list[list[str]] = [
         AddColumn(MESSAGES, "run_bytes",
                   f"ALTER TABLE {MESSAGES} ADD COLUMN run_bytes INTEGER NOT NULL DEFAULT 0"),
         DIRECTORY_TO_TAIL_TOTALS,
+    ],
+    [
+        # The search index keeps no copy of the text any more: the old one is dropped, and the
+        # next search (or build_search_index) builds the new one from the stored messages.
+        f"DROP TABLE IF EXISTS {FTS}",
+        f"DELETE FROM {META} WHERE key = 'fts_backfill_cursor'",
     ],
 ]
 
