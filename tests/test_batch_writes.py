@@ -181,6 +181,28 @@ def test_append_messages_emits_one_event_per_message_in_order_after_commit(
     assert seen == [("import", "i1", None, None, 5), ("import", "i2", "m2", None, 5)]
 
 
+def test_a_batch_logs_one_change_per_written_message_in_order(store: Sessions) -> None:
+    s = store.session("log")
+    first = store.change_cursor()
+    cursors: list[int | None] = []
+    store.subscribe(lambda event: cursors.append(event.cursor))
+    s.append_message(text("m0", "first"))
+    s.append_messages([text("m1", "a"), text("m0", "dup"), text("m2", "b")])
+    s.import_messages([text("i1", "x"), text("m2", "dup"), text("i2", "y")])
+    s.append_message(text("m3", "last"))
+    changes = store.changes(since=first)
+    assert [(c.type, c.message_id, c.parent_id, c.leaf_id) for c in changes] == [
+        ("append", "m0", None, "m0"),
+        ("append", "m1", "m0", "m1"), ("append", "m2", "m0", "m2"),
+        ("import", "i1", None, "i1"), ("import", "i2", "m2", "i2"),
+        ("append", "m3", "i2", "m3"),
+    ]
+    positions = [c.cursor for c in changes]
+    assert positions == sorted(set(positions))  # increasing, each once
+    # each event carries its own change's position (the duplicate's carries none)
+    assert [c for c in cursors if c is not None] == positions
+
+
 def test_import_messages_keeps_parents_and_times_verbatim(store: Sessions) -> None:
     s = store.session()
     results = s.import_messages(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import math
 import weakref
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 from _helpers import ids, text
-from _storage import single_connection
+from _storage import single_connection, stored_row
 
 from convostore import (
     ChangeEvent,
@@ -655,6 +656,28 @@ def test_round_trips_key_order_unicode_and_lone_surrogates(store: Sessions) -> N
     assert got is not None and list(got) == ["role", "id", "parts", "metadata"]
     assert list(got["parts"][0]) == ["text", "type"]
     assert list(got["metadata"]) == ["z", "a"]
+
+
+@pytest.mark.parametrize("odd", ["é", "😀", "\x7f", "\x1f", "\\u00e9", "\u2028", "\ud800"])
+def test_the_stored_text_is_compact_json_whatever_the_characters(
+    store: Sessions, odd: str
+) -> None:
+    """The stored form keeps non-ASCII text as it is (DEL too) and escapes only what JSON
+    must (control characters) and what UTF-8 cannot hold (lone surrogates), wherever the
+    character sits: in a text part, or only deep in a tool's output."""
+    s = store.session()
+    deep: dict[str, Any] = {"id": "deep", "role": "assistant", "parts": [
+        {"type": "text", "text": "plain"},
+        {"type": "tool-x", "toolCallId": "c", "state": "output-available",
+         "input": {"q": "a"}, "output": {"rows": [{"note": f"a{odd}b"}]}}]}
+    shallow = text("shallow", f"a{odd}b")
+    s.append_messages([deep, shallow])
+    for msg in (deep, shallow):
+        want = json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
+        if odd == "\ud800":
+            want = want.replace("\ud800", "\\ud800")
+        assert stored_row(store, "", msg["id"]) == want
+        assert s.get_message(msg["id"]) == msg
 
 
 def test_what_json_coerces_is_stored_as_json_stores_it(store: Sessions) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import _limits, codec
@@ -38,24 +37,26 @@ def listed(name: str, value: object) -> list[object]:
     return list(value)
 
 
-@contextmanager
-def naming(name: str, index: int) -> Iterator[None]:
-    """Re-raise an argument or message error of item ``index`` with its place in the batch
-    (``messages[3].role``), so the caller knows which message was refused."""
+def placed(name: str, index: int, exc: Exception) -> Exception:
+    """An argument or message error of item ``index`` renamed with its place in the batch
+    (``messages[3].role``), so the caller knows which message was refused; any other error
+    as it is."""
     where = f"{name}[{index}]"
-    try:
-        yield
-    except (InvalidMessage, InvalidMessageType) as exc:
-        raise type(exc)(f"{where}.{exc.field}", exc.problem) from exc
-    except (InvalidArgument, InvalidArgumentType) as exc:
-        raise type(exc)(f"{where}.{exc.argument}", exc.problem) from exc
+    if isinstance(exc, (InvalidMessage, InvalidMessageType)):
+        return type(exc)(f"{where}.{exc.field}", exc.problem)
+    if isinstance(exc, (InvalidArgument, InvalidArgumentType)):
+        return type(exc)(f"{where}.{exc.argument}", exc.problem)
+    return exc
+
+
+_NAMED = (InvalidMessage, InvalidMessageType, InvalidArgument, InvalidArgumentType)
 
 
 _PLACE = re.compile(r"messages\[(\d+)\]\.(.+)\Z", re.DOTALL)
 
 
 def located(exc: BaseException) -> tuple[int, Exception] | None:
-    """Undo :func:`naming`: (the item's index, the error as the single-message call raises it),
+    """Undo :func:`placed`: (the item's index, the error as the single-message call raises it),
     or None for an error that names no item of a batch."""
     if isinstance(exc, (InvalidMessage, InvalidMessageType)):
         name = exc.field
@@ -112,20 +113,26 @@ def plan_append(
         _limits.check_id("parent_id", parent_id, optional=True)
     plan = Plan([], [], [], [])
     parent: str | None | Unset = parent_id
-    for i, item in enumerate(items):
-        with naming("messages", i):
+    prepare = writer.prepare
+    # One try around the loop, not a context manager per message: it runs on every batch.
+    i = 0
+    try:
+        for i, item in enumerate(items):  # noqa: B007 - i names the item that failed
             msg = codec.validate_message(item)
+            given = None if isinstance(parent, Unset) else parent
             if msg["id"].startswith(COMPACTION_PREFIX):  # an overlay echoed back: not stored
                 plan.messages.append(msg)
                 plan.slots.append(None)
-                plan.parents.append(None if isinstance(parent, Unset) else parent)
+                plan.parents.append(given)
                 continue
-            prep = writer.prepare(msg, source)
-        plan.slots.append(len(plan.rows))
-        plan.rows.append(BatchRow(prep, parent, created_at))
-        plan.messages.append(prep.message)
-        plan.parents.append(None if isinstance(parent, Unset) else parent)
-        parent = msg["id"]
+            prep = prepare(msg, source)
+            plan.slots.append(len(plan.rows))
+            plan.rows.append(BatchRow(prep, parent, created_at))
+            plan.messages.append(prep.message)
+            plan.parents.append(given)
+            parent = msg["id"]
+    except _NAMED as exc:
+        raise placed("messages", i, exc) from exc
     return plan
 
 
@@ -143,8 +150,10 @@ def plan_import(
         "created_at", created_at)
     plan = Plan([], [], [], [])
     parent: str | None = parent_id
-    for i, entry in enumerate(entries):
-        with naming("messages", i):
+    prepare = writer.prepare
+    i = 0
+    try:
+        for i, entry in enumerate(entries):  # noqa: B007 - i names the item that failed
             when = default_time
             if isinstance(entry, ImportItem):
                 if not isinstance(entry.parent_id, Unset):
@@ -154,12 +163,14 @@ def plan_import(
                     when = _limits.check_timestamp("created_at", entry.created_at)
                 entry = entry.message
             msg = codec.validate_message(entry)
-            prep = writer.prepare(msg, "server", sanitize=False)
-        plan.slots.append(len(plan.rows))
-        plan.rows.append(BatchRow(prep, parent, when))
-        plan.messages.append(msg)
-        plan.parents.append(parent)
-        parent = msg["id"]
+            prep = prepare(msg, "server", sanitize=False)
+            plan.slots.append(len(plan.rows))
+            plan.rows.append(BatchRow(prep, parent, when))
+            plan.messages.append(msg)
+            plan.parents.append(parent)
+            parent = msg["id"]
+    except _NAMED as exc:
+        raise placed("messages", i, exc) from exc
     return plan
 
 
@@ -185,5 +196,5 @@ def import_events(
                               cursor=cursors[slot])
 
 
-__all__ = ["Plan", "append_events", "import_events", "listed", "located", "naming",
-           "plan_append", "plan_import"]
+__all__ = ["Plan", "append_events", "import_events", "listed", "located",
+           "placed", "plan_append", "plan_import"]

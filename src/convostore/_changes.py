@@ -69,6 +69,22 @@ class Logged:
         return pos
 
 
+class LoggedMany:
+    """Changes logged together in one write scope (a batch write, one per message)."""
+
+    __slots__ = ("_log", "_positions")
+
+    def __init__(self, log: ChangeLog, positions: list[Position]) -> None:
+        self._log = log
+        self._positions = positions
+
+    def committed(self) -> list[int]:
+        """Each change's position, in the order logged; wakes this process's watchers once."""
+        out = [position() for position in self._positions]
+        self._log.wrote(len(out))
+        return out
+
+
 class ChangeLog:
     """The store's durable change log: logging inside write scopes, reading, trimming.
 
@@ -129,12 +145,26 @@ class ChangeLog:
         row = ChangeRow(session_id, kind, message_id, parent_id, leaf_id, data, _now_ms())
         return Logged(self, ops.log_change(row))
 
-    def wrote(self) -> None:
-        """A logged write committed: wake watchers; trim now and then (in the background)."""
+    def log_messages(
+        self, ops: Ops, kind: str, session_id: str, entries: Sequence[tuple[str, str | None]]
+    ) -> LoggedMany:
+        """Log one change per new message, in order, with the write scope ``ops``: each entry
+        is (message id, parent id), the message being the session's newest after its write
+        (a batch write's rows, each chained after the one before)."""
+        now = _now_ms()
+        log = ops.log_change
+        return LoggedMany(self, [
+            log(ChangeRow(session_id, kind, mid, parent, mid, None, now))
+            for mid, parent in entries
+        ])
+
+    def wrote(self, count: int = 1) -> None:
+        """``count`` logged changes committed: wake watchers; trim now and then (in the
+        background)."""
         self._wake()
         if self.keep is None:
             return
-        self._since_trim += 1  # a race between threads only shifts when the next trim runs
+        self._since_trim += count  # a race between threads only shifts when the next trim runs
         if self._since_trim >= self._trim_every:
             self._since_trim = 0
             self._schedule("trim the change log", self.trim)

@@ -38,9 +38,13 @@ _STRICT = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
 )
 _ALLOW_NAN = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+# The C encoder writes ASCII-only output faster (into a one-byte buffer): see compact_json.
+_STRICT_ASCII = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=True, allow_nan=False, check_circular=False
+)
 
 
-def compact_json(value: Any, *, allow_nan: bool = False) -> str:
+def compact_json(value: Any, *, allow_nan: bool = False, ascii_first: bool = False) -> str:
     """The compact JSON text of a value: ``separators=(",", ":")``, ``ensure_ascii=False``.
 
     Keys keep their order; non-ASCII text is written as it is, and so is a lone surrogate (the
@@ -49,12 +53,24 @@ def compact_json(value: Any, *, allow_nan: bool = False) -> str:
     :param value: any JSON-like value.
     :param allow_nan: write NaN and the infinities as ``NaN``/``Infinity`` instead of refusing
         them (for text that is only measured or shown, never parsed back).
+    :param ascii_first: a speed hint for values that are likely ASCII (the text is the same):
+        encode with ``ensure_ascii=True`` first, which the C encoder does about a third
+        faster, and keep that text unless it holds a ``\\u`` escape (the only way the two
+        forms differ: a character beyond ASCII, DEL or a control character); then encode again
+        the ordinary way. Not with ``allow_nan``.
     :raises TypeError: a value JSON has no text for (bytes, sets, objects, tuple keys...).
     :raises ValueError: NaN or an infinity, unless ``allow_nan``.
     :raises RecursionError: nesting deeper than Python's recursion limit, or a container that
         holds itself.
     """
-    return (_ALLOW_NAN if allow_nan else _STRICT).encode(value)
+    if allow_nan:
+        return _ALLOW_NAN.encode(value)
+    if ascii_first:
+        text = _STRICT_ASCII.encode(value)
+        # "\\" first: a one-character search, and most texts hold no backslash at all
+        if "\\" not in text or "\\u" not in text:
+            return text
+    return _STRICT.encode(value)
 
 
 # --- data URLs --------------------------------------------------------------------------------

@@ -257,13 +257,15 @@ class Writer:
             present = set(ops.seqs_of(sid, ids))
             _, tail_id, seq, chosen, run = ops.leaf_probe(sid, ids[0] if ids else "")
             leaf = chosen or tail_id
-            logged: list[Logged | None] = []
+            slots: list[int | None] = []  # per row, its index among the rows written
+            entries: list[tuple[str, str | None]] = []  # (id, parent) of each row written
             written: list[Prepared] = []
             batch: list[NewRow] = []
+            write_row = self._write_row
             for prep, parent_id, created_at in rows:
                 mid = prep.message["id"]
                 if mid in present:
-                    logged.append(None)
+                    slots.append(None)
                     continue
                 parent: str | None
                 if isinstance(parent_id, Unset):
@@ -277,21 +279,23 @@ class Writer:
                         ops.row_meta(sid, parent_id) is not None)
                     parent = parent_id if known else None
                 seq += 1
-                run = self._write_row(ops, prep, seq, parent, created_at,
-                                      parent is not None and parent == tail_id, run, batch)
+                run = write_row(ops, prep, seq, parent, created_at,
+                                parent is not None and parent == tail_id, run, batch)
                 present.add(mid)
                 tail_id = leaf = mid
+                slots.append(len(entries))
+                entries.append((mid, parent))
                 written.append(prep)
-                logged.append(self._core.changes.log(
-                    ops, "import" if verbatim else "append", sid, message_id=mid,
-                    parent_id=parent, leaf_id=mid,
-                ))
             if written:
                 ops.insert_messages(batch)
                 self._index(ops, written)
                 if verbatim:
                     ops.bump_epoch(sid)
-        return [None if entry is None else entry.committed() for entry in logged]
+            # one change per row written, in order (an empty batch logs nothing)
+            logged = self._core.changes.log_messages(
+                ops, "import" if verbatim else "append", sid, entries)
+        cursors = logged.committed() if entries else []
+        return [None if slot is None else cursors[slot] for slot in slots]
 
     def _index(self, ops: Ops, preps: Sequence[Prepared]) -> None:
         """Index new messages, if the full-text index exists."""

@@ -79,7 +79,7 @@ accepted reads back from a call stack hundreds of frames deep. (Rows nested deep
 before the bound, still read back: :func:`loads` decodes them without recursion.)"""
 
 
-def dumps(value: Any) -> str:
+def dumps(value: Any, *, ascii_first: bool = False) -> str:
     """The stored text of a JSON value: compact, UTF-8, keys in their order.
 
     A lone surrogate is written as its ``\\uXXXX`` escape so the text is valid UTF-8 and reads
@@ -90,10 +90,13 @@ def dumps(value: Any) -> str:
     As in :mod:`json`, an ``int``, ``float``, ``bool`` or ``None`` key is written as a string
     (``{1: "a"}`` reads back as ``{"1": "a"}``) and a tuple as a list: telling them apart would
     take a walk of every message on every append.
+
+    ``ascii_first`` is a speed hint for values likely to be ASCII (see
+    :func:`~convostore._parts.compact_json`); the text is the same.
     """
     try:
         # A container that holds itself ends in RecursionError; _find_bad_value names it.
-        text = compact_json(value)
+        text = compact_json(value, ascii_first=ascii_first)
     except (TypeError, ValueError, RecursionError) as exc:
         field, problem = _find_bad_value(value)
         if not problem:  # nothing wrong with the value: the caller's stack was too deep
@@ -166,9 +169,10 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
     if not isinstance(parts, list) or not any(
         isinstance(p, dict) and is_tool_type(p.get("type")) for p in parts
     ) or not all(isinstance(k, str) for k in message):
-        text = dumps(message)
+        text = dumps(message, ascii_first=_likely_ascii(parts))
         check_depth(message, text)
         return text, {}
+    ascii_first = _likely_ascii(parts)
     try:
         encoded: dict[int, str] = {}
         pieces: list[str] = []
@@ -176,7 +180,7 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
             if isinstance(part, dict) and all(isinstance(k, str) for k in part):
                 items = []
                 for key, value in part.items():
-                    text = dumps(value)
+                    text = dumps(value, ascii_first=ascii_first)
                     if key in _TOOL_VALUES and isinstance(value, (dict, list)):
                         encoded[id(value)] = text
                     items.append(dumps(key) + ":" + text)
@@ -193,6 +197,20 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
     text = "{" + body + "}"
     check_depth(message, text)
     return text, encoded
+
+
+def _likely_ascii(parts: object) -> bool:
+    """A hint for the encoder: are the texts of the parts (``text``, a string ``output``)
+    ASCII? ``str.isascii`` reads a flag of the string, so this costs no scan."""
+    if not isinstance(parts, list):
+        return True
+    for part in parts:
+        if type(part) is dict:
+            for key in ("text", "output"):
+                value = part.get(key)
+                if type(value) is str and not value.isascii():
+                    return False
+    return True
 
 
 def loads(text: str) -> Any:

@@ -41,6 +41,10 @@ TRIMMED_KEY = "changes_trimmed"
 _COLUMNS = "session_id, kind, message_id, parent_id, leaf_id, data, created_at"
 CHANGE_INSERT = f"INSERT INTO {CHANGES} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 """The statement that logs one change (an engine adds ``RETURNING pos`` if it needs it)."""
+CHANGE_INSERT_AT = f"INSERT INTO {CHANGES} (pos, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+"""The same at a position the engine chose (SQLite, several rows at once)."""
+CHANGE_HEAD = f"SELECT coalesce(max(pos), 0) FROM {CHANGES}"
+"""The newest position written (0 for an empty log)."""
 
 
 class _Slot:
@@ -81,6 +85,11 @@ class ChangeLogOps:
         """Write one row; return how to read its position once the scope committed."""
         raise NotImplementedError
 
+    def _insert_changes(self, rows: Sequence[ChangeRow]) -> list[Position]:
+        """Write several rows, in order (a batch write logs one per message); an engine may
+        send them at once."""
+        return [self._insert_change(row) for row in rows]
+
     # -- the write scope's side ----------------------------------------------------------------
 
     def log_change(self, row: ChangeRow) -> Position:
@@ -101,8 +110,13 @@ class ChangeLogOps:
         if not pending:
             return
         self._lock_changes()
-        for row, slot in pending:
+        if len(pending) == 1:
+            row, slot = pending[0]
             slot.fetch = self._insert_change(row)
+            return
+        for (_, slot), fetch in zip(pending, self._insert_changes([r for r, _ in pending]),
+                                    strict=True):
+            slot.fetch = fetch
 
     def discard_changes(self) -> None:
         """Forget rows logged by a scope that did not commit (or before a new scope)."""

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from ..errors import BackendError, StoreClosed
-from ._changes_sql import CHANGE_INSERT
+from ._changes_sql import CHANGE_HEAD, CHANGE_INSERT, CHANGE_INSERT_AT
 from ._legacy_sql import LegacySql
 from ._migrate import migrate
 from ._schema import DIRECTORY, FTS, MESSAGES, META
@@ -128,6 +128,10 @@ _LEAF_PROBE_KNOWN = f"{_APPEND_PROBE_KNOWN}, {_CHOSEN}"
 _LEAF_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
 
 
+def _position(pos: int) -> Position:
+    return lambda: pos
+
+
 class SqliteLegacySql(LegacySql):
     """SQLite: ``rowid`` order, ``DATETIME`` text read as UTC with its milliseconds."""
 
@@ -197,6 +201,16 @@ class SqliteOps(SqlOps):
     def _insert_change(self, row: ChangeRow) -> Position:
         pos = int(self._conn.execute(CHANGE_INSERT, row).lastrowid or 0)
         return lambda: pos
+
+    def _insert_changes(self, rows: Sequence[ChangeRow]) -> list[Position]:
+        # One statement for all: the positions are the ones SQLite would pick row by row
+        # (the newest + 1, each in turn), chosen here since executemany reports no row ids.
+        # The write lock is held (BEGIN IMMEDIATE), so nobody else takes them meanwhile.
+        head = int(self._conn.execute(CHANGE_HEAD).fetchone()[0])
+        self._conn.executemany(
+            CHANGE_INSERT_AT, [(head + i, *row) for i, row in enumerate(rows, start=1)]
+        )
+        return [_position(head + i) for i in range(1, len(rows) + 1)]
 
     # -- full-text index (FTS5; the row id is the message row's ``rid``) ------------------------
 

@@ -201,13 +201,22 @@ class ConvostoreSession(Bound):
         return items
 
     def _add_items(self, handle: Session, items: list[TResponseInputItem]) -> None:
-        messages = [_message(i, item) for i, item in enumerate(items)]  # all checked first
-        if self._view is not _ROOT:
-            pair_results(messages, lambda: handle.history(newest_first=True))
-        else:
-            pair_results(messages, lambda: iter(()))
-        parent: str | None | Unset = UNSET if self._view is None else None
-        _write(handle, messages, parent)
+        # Every item is checked before anything is written, by the write itself (it prepares
+        # the whole batch first): an item JSON cannot hold is found there, and named by
+        # _json_error as the SDK names it, without encoding every item once more up front.
+        try:
+            messages = [_message(i, item) for i, item in enumerate(items)]
+            if self._view is not _ROOT:
+                pair_results(messages, lambda: handle.history(newest_first=True))
+            else:
+                pair_results(messages, lambda: iter(()))
+            parent: str | None | Unset = UNSET if self._view is None else None
+            _write(handle, messages, parent)
+        except (TypeError, ValueError) as exc:
+            error = _json_error(items)
+            if error is not None:
+                raise error from exc
+            raise
         self._view = None  # the new messages end the active branch now
 
     def _pop_item(self, handle: Session) -> TResponseInputItem | None:
@@ -266,15 +275,24 @@ def _nth(handle: Session, index: int) -> Message | None:
 
 
 def _message(index: int, item: Any) -> Message:
-    """The stored message of one item; ``TypeError`` for an item that is not a JSON object."""
+    """The stored message of one item; ``TypeError`` for an item that is not a dict."""
     if not isinstance(item, dict):
         raise TypeError(f"items[{index}] must be a dict, not {type(item).__name__}")
-    try:
-        compact_json(item, allow_nan=True)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"items[{index}] is not JSON serializable: {exc}") from exc
     (message,) = formats.from_openai_responses([cast("dict[str, Any]", item)])
     return message
+
+
+def _json_error(items: list[TResponseInputItem]) -> TypeError | None:
+    """The SDK's error for the first item JSON cannot hold (as ``json.dumps`` would refuse
+    it: NaN passes), or None when every item is JSON."""
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            return TypeError(f"items[{index}] must be a dict, not {type(item).__name__}")
+        try:
+            compact_json(item, allow_nan=True)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return TypeError(f"items[{index}] is not JSON serializable: {exc}")
+    return None
 
 
 def _write(handle: Session, messages: list[Message], parent: str | None | Unset) -> None:
