@@ -35,7 +35,7 @@ caches may predate a table created or dropped by a commit made while this writer
 lock."""
 
 # The search table, created by the first search (behaviour.md §8.1: not on append). The tsvector
-# is computed by the INSERT from a bounded source text (see _index_source), not generated from
+# is computed by the INSERT from a bounded source text (see index_source), not generated from
 # ``content``: a generated column would fail the whole write on a text whose tsvector exceeds
 # PostgreSQL's 1 MB limit.
 #
@@ -71,6 +71,12 @@ _FTS_DDL = [
 ]
 
 
+FTS_UPSERT = (
+    "ON CONFLICT (session_id, id) DO UPDATE SET role = excluded.role, "
+    "content = excluded.content, tsv = excluded.tsv"
+)
+"""How an index write replaces the entry of a message indexed before."""
+
 _WORD = re.compile(r"\w")
 
 
@@ -78,7 +84,7 @@ _VERBATIM_CHARS = 60_000
 _SOURCE_CHARS = 150_000
 
 
-def _index_source(text: str) -> str:
+def index_source(text: str) -> str:
     """The text a message's tsvector is built from, bounded so it fits PostgreSQL's limits.
 
     A tsvector holds at most 1 MB and positions up to 16383, so a long text is indexed as its
@@ -107,11 +113,13 @@ class PostgresSearchOps(SqlOps):
     # lock exclusively).
     _writing: bool
     _fts_probe: Any
+    _fts_pending: bool
     _fts: bool | None
     _partitions: int | None
 
     def fts_exists(self) -> bool:
         if self._fts is None:
+            self._fts_pending = False  # asked now: no need to send the probe first
             if self._fts_probe is not None:
                 found = self._fts_probe.fetchone() is not None
             else:
@@ -130,12 +138,10 @@ class PostgresSearchOps(SqlOps):
             self._fts = True
 
     def fts_insert(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
-        entries = [(sid, mid, role, text, _index_source(text)) for sid, mid, role, text in rows]
+        entries = [(sid, mid, role, text, index_source(text)) for sid, mid, role, text in rows]
         self._many(
             f"INSERT INTO {FTS} AS f (session_id, id, role, content, tsv) "
-            f"VALUES (?, ?, ?, ?, to_tsvector('{TS_CONFIG}', ?)) "
-            "ON CONFLICT (session_id, id) DO UPDATE SET role = excluded.role, "
-            "content = excluded.content, tsv = excluded.tsv",
+            f"VALUES (?, ?, ?, ?, to_tsvector('{TS_CONFIG}', ?)) {FTS_UPSERT}",
             entries,
         )
 

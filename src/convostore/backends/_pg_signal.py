@@ -1,9 +1,11 @@
 """How a PostgreSQL store notices commits: ``LISTEN`` on a dedicated connection.
 
-Every write that logs a change sends ``pg_notify(channel, '')`` in its transaction (see
-:mod:`._changes_sql`); PostgreSQL delivers it when, and only if, the transaction commits. A
-watcher's signal holds one connection of its own in autocommit that ``LISTEN`` on the
-store's channel (one per schema) and waits on its socket: no query runs while nothing commits.
+Every write that logs a change sends ``pg_notify(channel, '')`` in its transaction while a
+listening connection exists (see :mod:`._pg_writes`); PostgreSQL delivers it when, and only if,
+the transaction commits. A watcher's signal holds one connection of its own in autocommit,
+named after the channel (``application_name``, which is how writers know someone listens),
+that ``LISTEN`` on the store's channel (one per schema) and waits on its socket: no query runs
+while nothing commits.
 
 A transaction-mode pooler (PgBouncer's ``pool_mode = transaction``) cannot carry ``LISTEN``:
 the notifications go to whichever server connection the pooler picked. Give
@@ -40,7 +42,9 @@ class ListenSignal:
 
     def _connect(self) -> bool:
         try:
-            conn = psycopg.connect(self._conninfo, autocommit=True)
+            # Named after the channel: writers notify only while such a connection exists.
+            conn = psycopg.connect(self._conninfo, autocommit=True,
+                                   application_name=self._channel)
             conn.execute(f'LISTEN "{self._channel}"')
         except psycopg.Error as exc:
             self._failed_at = time.monotonic()

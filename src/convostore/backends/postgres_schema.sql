@@ -243,7 +243,7 @@ END
 $$;
 
 -- The indexed text of each message's text parts, and its tsvector (computed by convostore from
--- a bounded form of the text, under the 1 MB tsvector limit; see _index_source in _pg_search.py).
+-- a bounded form of the text, under the 1 MB tsvector limit; see index_source in _pg_search.py).
 CREATE TABLE IF NOT EXISTS convostore_fts (
     session_id TEXT COLLATE "C" NOT NULL,
     id TEXT COLLATE "C" NOT NULL,
