@@ -4,8 +4,8 @@ Every committed write of every process gets one row in ``convostore_changes``, w
 write's own transaction (so a change is logged if and only if the write commits), at a position
 that increases store-wide; readers never move past a change that may still commit, so a change
 committed later always gets a higher position than any a reader was given (how each engine
-keeps that promise: :mod:`convostore.backends._changes_sql`). A write path logs a change with one call inside its
-write scope and reads the position after the scope::
+keeps that promise: :mod:`convostore.backends._changes_sql`). A write path logs a change with
+one call inside its write scope and reads the position after the scope::
 
     with core.backend.write(session_id) as ops:
         ...                                   # the write itself

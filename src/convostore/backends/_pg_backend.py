@@ -47,7 +47,7 @@ from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
 from ._pg_search import PG_TABLES
 from ._pg_signal import ListenSignal
-from ._pg_writes import ChangeKeys, PostgresWriteOps
+from ._pg_writes import LISTENING_LOCK, ChangeKeys, PostgresWriteOps
 from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION, SESSION_STATE
 from ._sql import SqlOps, _qualify
 from .base import Engine, _batches, _marks
@@ -590,7 +590,8 @@ class PostgresBackend:
         conninfo = self._listen_url or self._conninfo
         if not conninfo:
             return None  # a user pool without conninfo: watchers fall back to polling
-        return ListenSignal(conninfo, self._change_log.channel, self._engine.redact(conninfo))
+        return ListenSignal(conninfo, self._change_log.channel, self._engine.redact(conninfo),
+                            (LISTENING_LOCK, self._change_log.flags))
 
     def close(self) -> None:
         """Close the store's own pool (a pool passed by the user stays open); idempotent."""

@@ -26,11 +26,11 @@ position. Writers of different sessions share no lock, so their commits (and WAL
 overlap.
 
 **NOTIFY only when someone listens.** ``pg_notify`` takes a database-wide lock at commit,
-which would serialise every writer again. A watcher's listening connection carries the
-channel's name as its ``application_name``, and a writer notifies only when such a connection
-exists (``pg_stat_activity``). A watcher that starts listening just as a writer commits may
-miss that one wake-up; it reads the log again within ``RECHECK`` seconds, as after any lost
-signal, so it never misses the change itself.
+which would serialise every writer again. A watcher's listening connection holds a shared
+advisory lock of the store for as long as it listens (:data:`LISTENING_LOCK`), and a writer
+notifies only when its momentary exclusive try of that lock fails. A watcher that starts
+listening just as a writer commits may miss that one wake-up; it reads the log again within
+``RECHECK`` seconds, as after any lost signal, so it never misses the change itself.
 """
 
 from __future__ import annotations
@@ -66,10 +66,17 @@ class ChangeKeys(NamedTuple):
     flags: int
     """First key of the *draw* (second key 0) and *done* (1) locks."""
     channel: str
-    """The NOTIFY channel, also the ``application_name`` of a listening connection."""
+    """The NOTIFY channel."""
 
 
-_LISTENED = "EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = %(chan)s)"
+# Someone listens when a listening connection holds its shared lock (flags, 2): the writer's
+# exclusive try fails. Taken and released in one expression: never held past it (a pooler's
+# connection keeps nothing); two writers trying at the same instant only notify once more.
+_LISTENED = ("CASE WHEN pg_try_advisory_lock(%(flags)s, 2) "
+             "THEN NOT pg_advisory_unlock(%(flags)s, 2) ELSE true END")
+LISTENING_LOCK = "SELECT pg_advisory_lock_shared(%s, 2)"
+"""What a listening connection holds (session-scoped, shared) while it listens; the parameter
+is :attr:`ChangeKeys.flags`."""
 _HOLD = "pg_advisory_xact_lock(%(poskey)s, (pos & 2147483647)::int)"
 
 # The frontier: the sequence's last value first, then the locks (LATERAL: read after it).
