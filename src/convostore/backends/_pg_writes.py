@@ -20,10 +20,11 @@ reader (:meth:`PostgresWriteOps.changes_after`) first finds the frontier: the se
 value, then, in ``pg_locks``, the positions still held. Every position up to the frontier that
 is not held is committed (visible to the reader's next statement) or rolled back for good, so
 the reader returns rows up to the frontier only: it never moves past a change that may still
-commit. A writer between its draw and its position locks (holding *draw* but not *done*) is
-waited out (a few microseconds); should that last, the frontier stops before the first missing
-position. Writers of different sessions share no lock, so their commits (and WAL flushes)
-overlap.
+commit. (A read of the whole log needs that only at a gap: an unbroken run of positions after
+the cursor is all committed, and is returned as it is.) A writer between its draw and its
+position locks (holding *draw* but not *done*) is waited out (a few microseconds); should that
+last, the frontier stops before the first missing position. Writers of different sessions
+share no lock, so their commits (and WAL flushes) overlap.
 
 **NOTIFY only when someone listens.** ``pg_notify`` takes a database-wide lock at commit,
 which would serialise every writer again. A watcher's listening connection holds a shared
@@ -263,17 +264,28 @@ class PostgresWriteOps(PostgresSearchOps):
     def changes_after(
         self, after: int, limit: int, session_id: str | None
     ) -> list[StoredChange]:
+        if session_id is None:
+            # Usually the positions after the cursor are all there: each row of an unbroken
+            # run from ``after + 1`` is committed, and no other change can take its position.
+            rows = super().changes_after(after, limit, None)
+            run = 0
+            while run < len(rows) and rows[run].pos == after + 1 + run:
+                run += 1
+            if run:
+                return rows[:run]
+            if not rows:
+                return rows
         front = self._frontier(after)
         if front <= after:
             return []
         where = "pos > ? AND pos <= ?" + ("" if session_id is None else " AND session_id = ?")
         params: Sequence[Any] = (after, front) if session_id is None else (
             after, front, session_id)
-        rows = self._all(
+        found = self._all(
             f"SELECT pos, {_COLUMNS} FROM {CHANGES} WHERE {where} ORDER BY pos LIMIT ?",
             (*params, limit),
         )
-        return [StoredChange(*r) for r in rows]
+        return [StoredChange(*r) for r in found]
 
     def change_head(self) -> int:
         front = self._frontier(0)
