@@ -590,8 +590,10 @@ class PostgresBackend:
         conninfo = self._listen_url or self._conninfo
         if not conninfo:
             return None  # a user pool without conninfo: watchers fall back to polling
+        # Through a transaction pooler a session lock would stay on a server connection.
+        direct = self._listen_url is not None or not self._pooler
         return ListenSignal(conninfo, self._change_log.channel, self._engine.redact(conninfo),
-                            (LISTENING_LOCK, self._change_log.flags))
+                            (LISTENING_LOCK, self._change_log.flags) if direct else None)
 
     def close(self) -> None:
         """Close the store's own pool (a pool passed by the user stays open); idempotent."""

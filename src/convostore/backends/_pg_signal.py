@@ -32,10 +32,11 @@ class ListenSignal:
     """:class:`~convostore.backends.base.ChangeSignal` of a PostgreSQL store."""
 
     def __init__(
-        self, conninfo: str, channel: str, redacted: str, listening: tuple[str, int]
+        self, conninfo: str, channel: str, redacted: str, listening: tuple[str, int] | None
     ) -> None:
         """:param listening: the statement and key of the lock a listening connection holds
-            (see :mod:`._pg_writes`)."""
+            (see :mod:`._pg_writes`); None through a transaction pooler, which would leave the
+            lock on a server connection (``LISTEN`` cannot work there either)."""
         self._conninfo = conninfo
         self._channel = channel
         self._listening = listening
@@ -49,8 +50,9 @@ class ListenSignal:
         try:
             conn = psycopg.connect(self._conninfo, autocommit=True)
             conn.execute(f'LISTEN "{self._channel}"')
-            # Writers notify only while a connection holds this (released when it closes).
-            conn.execute(self._listening[0], (self._listening[1],))
+            if self._listening is not None:
+                # Writers notify only while a connection holds this (released when it closes).
+                conn.execute(self._listening[0], (self._listening[1],))
         except psycopg.Error as exc:
             self._failed_at = time.monotonic()
             logger.warning("convostore: cannot LISTEN on %s: %s", self._redacted, exc)
