@@ -59,6 +59,12 @@ class _NoLog:
     def committed(self) -> int:
         return 1  # a truthy position: the write path reads "inserted"
 
+    def entry(self, *args: Any, **kwargs: Any) -> None:
+        return None  # an append logs no change
+
+    def settled(self, position: int | None) -> int:
+        return 1
+
 
 def _open(url: str, schema: str | None, *, log: bool = True) -> Sessions:
     store = Sessions.open(url, **({"schema": schema} if schema else {}))

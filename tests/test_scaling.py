@@ -177,6 +177,47 @@ def test_a_writer_waits_for_the_sessions_row_lock_and_takes_no_advisory_lock(
     assert advisory == 0
 
 
+@pytest.mark.requires("server_locks")
+def test_a_change_still_committing_holds_readers_back_but_no_other_sessions_writer(
+    backend_spec: BackendSpec,
+) -> None:
+    """Writers of different sessions commit in parallel, so a change may get its cursor before
+    one drawn later commits: no reader moves past it while it may still commit, and a writer
+    of another session never waits for it."""
+    schema = backend_spec.options["schema"]
+    with Sessions.open(backend_spec.url, **backend_spec.options) as store:
+        a, b = store.session("a"), store.session("b")
+        a.append_message(text("a1", "x"))
+        b.append_message(text("b1", "x"))
+        start = store.change_cursor()
+        with _admin() as holder:
+            holder.execute("BEGIN")
+            # The append of a2 waits on its directory row, which it writes after its change.
+            holder.execute(
+                f'SELECT 1 FROM "{schema}".convostore_sessions WHERE session_id = %s '
+                "FOR UPDATE", ("a",),
+            )
+            waiting = threading.Thread(target=a.append_message, args=(text("a2", "y"),))
+            waiting.start()
+            deadline = time.monotonic() + 10
+            while not holder.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity "
+                "WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))"
+            ).fetchone()[0]:
+                assert time.monotonic() < deadline, "the writer of 'a' never waited"
+                time.sleep(0.01)
+            b.append_message(text("b2", "y"))  # commits while a2 is in flight
+            early = [c.message_id for c in store.changes(since=start)]
+            head = store.change_cursor()
+            holder.execute("COMMIT")
+            waiting.join(10)
+        late = store.changes(since=start)
+        assert early == []  # b2 committed, but a2 (a lower cursor) might still have
+        assert head == start
+        assert [c.message_id for c in late] == ["a2", "b2"]
+        assert [c.message_id for c in store.changes(since=late[0].cursor)] == ["b2"]
+
+
 @pytest.mark.requires("server_locks", "shared_across_processes")
 def test_writers_of_one_session_through_two_stores_form_one_chain(backend_spec: BackendSpec
                                                                   ) -> None:

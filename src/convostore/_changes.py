@@ -2,9 +2,10 @@
 
 Every committed write of every process gets one row in ``convostore_changes``, written in the
 write's own transaction (so a change is logged if and only if the write commits), at a position
-that increases store-wide in commit order (how each engine keeps that promise:
-:mod:`convostore.backends._changes_sql`). A write path logs a change with one call inside its
-write scope and reads the position after the scope::
+that increases store-wide; readers never move past a change that may still commit, so a change
+committed later always gets a higher position than any a reader was given (how each engine
+keeps that promise: :mod:`convostore.backends._changes_sql`). A write path logs a change with
+one call inside its write scope and reads the position after the scope::
 
     with core.backend.write(session_id) as ops:
         ...                                   # the write itself
@@ -134,6 +135,25 @@ class ChangeLog:
         if leaf_id is TAIL:
             tail = ops.active_leaf(session_id)
             leaf_id = None if tail is None else tail[0]
+        row = self.entry(kind, session_id, message_id=message_id, parent_id=parent_id,
+                         leaf_id=leaf_id, message_ids=message_ids, compaction=compaction,
+                         error=error)
+        return Logged(self, ops.log_change(row))
+
+    def entry(
+        self,
+        kind: str,
+        session_id: str,
+        *,
+        message_id: str | None = None,
+        parent_id: str | None = None,
+        leaf_id: str | None = None,
+        message_ids: Sequence[str] | None = None,
+        compaction: tuple[str, str, str] | None = None,
+        error: BaseException | None = None,
+    ) -> ChangeRow:
+        """The row :meth:`log` would log, for an operation that logs it itself
+        (``Ops.append_row``); pass its position to :meth:`settled` after the commit."""
         extra: dict[str, Any] = {}
         if message_ids is not None:
             extra["ids"] = list(message_ids)
@@ -142,8 +162,15 @@ class ChangeLog:
         if error is not None:
             extra["error"] = f"{type(error).__name__}: {error}"[:_ERROR_TEXT]
         data = json.dumps(extra, separators=(",", ":")) if extra else None
-        row = ChangeRow(session_id, kind, message_id, parent_id, leaf_id, data, _now_ms())
-        return Logged(self, ops.log_change(row))
+        return ChangeRow(session_id, kind, message_id, parent_id, leaf_id, data, _now_ms())
+
+    def settled(self, position: int | None) -> int:
+        """A change logged by an operation (:meth:`entry`) committed at ``position``: wakes
+        watchers and returns it, as :meth:`Logged.committed` does."""
+        if position is None:
+            raise RuntimeError("the change was not written: its write scope did not commit")
+        self.wrote()
+        return position
 
     def log_messages(
         self, ops: Ops, kind: str, session_id: str, entries: Sequence[tuple[str, str | None]]

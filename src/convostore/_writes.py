@@ -21,7 +21,7 @@ from . import codec
 from ._core import StoreCore
 from ._limits import check_id, check_text
 from ._rows import reassemble
-from .backends.base import CompactionRow, NewRow, Ops
+from .backends.base import Appended, CompactionRow, Link, NewRow, Ops, link_parent
 from .errors import InvalidArgument, InvalidMessage
 from .model import Message, Source, StoredCompaction, Unset
 from .tokens import estimate_row_tokens
@@ -78,6 +78,17 @@ def kept_ancestors(parents: Mapping[str, str | None]) -> dict[str, str | None]:
         for doomed in trail:
             resolved[doomed] = answer
     return resolved
+
+
+def _link(parent_id: str | None | Unset, *, verbatim: bool) -> Link:
+    """Where a new row goes: omitted, the active leaf (the leaf ``set_active_leaf`` chose,
+    else the newest row); verbatim, as given; empty or None, a new root; otherwise under the
+    given id when it is a row of the session, else a new root."""
+    if isinstance(parent_id, Unset):
+        return Link("leaf")
+    if verbatim:
+        return Link("given", parent_id)
+    return Link("known", parent_id) if parent_id else Link("given", None)
 
 
 class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a frozen dataclass
@@ -175,9 +186,31 @@ class Writer:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
         given, unchecked); its change-log position. None, with nothing written, when the id
         already exists."""
+        if not verbatim and len(prep.slices) == 1 and not prep.hashes and not prep.payloads:
+            appended = self._append_row(prep, parent_id, created_at)
+            if appended.inserted is not None:
+                return self._core.changes.settled(appended.position) if appended.inserted \
+                    else None
         with self._backend.write(self._sid) as ops:
             logged = self.insert_in(ops, prep, parent_id, created_at, verbatim=verbatim)
         return None if logged is None else logged.committed()
+
+    def _append_row(self, prep: Prepared, parent_id: str | None | Unset,
+                    created_at: int) -> Appended:
+        """The usual append (one row, no payload) as one engine operation, which an engine
+        may send in one round trip (``Ops.append_row``)."""
+        sid, msg = self._sid, prep.message
+        mid = msg["id"]
+        # seq, parent, chained and run_bytes: the engine's (it reads the newest row)
+        row = NewRow(sid, mid, 0, None, msg["role"], prep.slices[0], 0, prep.estimate,
+                     created_at, prep.content_bytes, False, 0)
+        change = self._core.changes.entry("append", sid, message_id=mid, leaf_id=mid)
+        index = self._core.search_index
+        with self._backend.write(sid) as ops:
+            # the text the index holds for the stored form (no payload: the message itself)
+            done = ops.append_row(row, _link(parent_id, verbatim=False),
+                                  lambda: index.text(ops, msg), change)
+        return done()
 
     def insert_in(
         self, ops: Ops, prep: Prepared, parent_id: str | None | Unset, created_at: int, *,
@@ -193,17 +226,9 @@ class Writer:
         if exists:
             return None
         seq = max_seq + 1
-        parent: str | None
-        if isinstance(parent_id, Unset):
-            parent = chosen or tail_id  # the leaf set_active_leaf chose, else the newest
-        elif verbatim:
-            parent = parent_id
-        elif not parent_id:
-            parent = None
-        else:
-            # the tail is known to exist: integrations name it on every append
-            known = parent_id == tail_id or ops.row_meta(sid, parent_id) is not None
-            parent = parent_id if known else None
+        # the tail is known to exist: integrations name it on every append
+        parent = link_parent(_link(parent_id, verbatim=verbatim), tail_id, chosen,
+                             lambda pid: ops.row_meta(sid, pid) is not None)
         self._write_row(ops, prep, seq, parent, created_at, parent is not None
                         and parent == tail_id, tail_run)
         self._index(ops, [prep])

@@ -152,8 +152,9 @@ class Change:
     """One entry of the durable change log, as :meth:`Sessions.changes` and
     :meth:`Sessions.watch` return it: ids and kind, never message content.
 
-    ``cursor`` is the entry's position: store-wide, increasing in commit order. Keep the cursor
-    of the last change handled and pass it back as ``since`` to resume after it.
+    ``cursor`` is the entry's position: store-wide, increasing; every change committed after a
+    reader was handed one gets a higher cursor. Keep the cursor of the last change handled and
+    pass it back as ``since`` to resume after it.
 
     Which fields are set depends on ``type``:
 

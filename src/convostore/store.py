@@ -215,7 +215,8 @@ class Sessions:
         writes, oldest first, at most ``limit`` (of one session if ``session_id`` is given).
 
         Resume by passing the last change's ``cursor`` back as ``since``. ``since=0`` reads
-        from the start of what the log keeps. One indexed range read.
+        from the start of what the log keeps. One indexed range read (PostgreSQL first reads
+        which positions are still committing, and stops below them).
 
         :raises CursorExpired: ``since`` is older than the log (changes after it were trimmed,
             see ``change_log_size``): resync from :meth:`change_cursor`.
@@ -227,7 +228,8 @@ class Sessions:
         timeout: float | None = None,
     ) -> Iterator[Change]:
         """Iterate over the change log as it grows: each committed change of every process,
-        in commit order, blocking while there is none.
+        in cursor order (never past a change that may still commit), blocking while there
+        is none.
 
         :param since: the cursor to resume after (a :attr:`Change.cursor` the client kept);
             ``None`` starts at the newest change, so only what commits next is yielded.

@@ -1,22 +1,20 @@
 """The change log's and the compaction leases' SQL, written once for both engines (a mixin).
 
 ``convostore_changes`` is the durable change log: one row per logged change, its ``pos``
-increasing store-wide in commit order, so a reader that has seen position ``p`` has seen every
-change committed before it. How each engine keeps that promise:
+increasing store-wide, and a reader never moves past a change that may still commit, so a
+reader that has seen position ``p`` has been offered every change below it and every change
+committed later gets a position above it. How each engine keeps that promise:
 
 - SQLite serialises writers (``BEGIN IMMEDIATE``), so a new row's ``rowid`` (``max + 1``) is
   commit order. Trimming never removes the newest row, so ``max`` never goes back.
 - PostgreSQL draws positions from an identity sequence, whose values are handed out before
-  commit: two transactions could commit in the other order, and a reader that saw the later
-  position could move past the earlier one before it commits. So the rows are written at the
-  very end of the transaction, after ``pg_advisory_xact_lock`` on the store's change-log key,
-  which is held until the commit is visible: positions are drawn and committed one transaction
-  at a time (the engine's overview says what that costs).
+  commit: two transactions may commit in the other order. Rather than serialise the commits,
+  a writer marks each position it drew with an advisory lock held until its commit is
+  visible, and a reader stops below the first position still held (:mod:`._pg_writes`).
 
 A write scope collects its rows with :meth:`ChangeLogOps.log_change` and the scope writes them
-(:meth:`ChangeLogOps.flush_changes`) just before its ``COMMIT``, after everything else, so the
-change-log lock is the last lock a writer takes and nothing can wait on a writer holding it.
-The engine supplies :meth:`ChangeLogOps._lock_changes` and :meth:`ChangeLogOps._insert_change`.
+(:meth:`ChangeLogOps.flush_changes`) just before its ``COMMIT``, after everything else. The
+engine supplies :meth:`ChangeLogOps._lock_changes` and :meth:`ChangeLogOps._insert_change`.
 
 Trimming (:meth:`ChangeLogOps.trim_changes`) deletes the oldest rows and records the highest
 position deleted in the meta table (``changes_trimmed``), in the same transaction: a cursor
@@ -79,7 +77,7 @@ class ChangeLogOps:
     # -- engine hooks --------------------------------------------------------------------------
 
     def _lock_changes(self) -> None:
-        """Run once before a scope's rows are written (PostgreSQL: the change-log lock)."""
+        """Run once before a scope's rows are written (PostgreSQL: its *draw* lock)."""
 
     def _insert_change(self, row: ChangeRow) -> Position:
         """Write one row; return how to read its position once the scope committed."""

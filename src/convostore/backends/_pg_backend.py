@@ -42,15 +42,15 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from ..errors import BackendError, SchemaTooNew, StoreClosed
-from ._changes_sql import CHANGE_INSERT
 from ._legacy_sql import LegacySql
 from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
-from ._pg_search import PG_TABLES, PostgresSearchOps
+from ._pg_search import PG_TABLES
 from ._pg_signal import ListenSignal
+from ._pg_writes import LISTENING_LOCK, ChangeKeys, PostgresWriteOps
 from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION, SESSION_STATE
 from ._sql import SqlOps, _qualify
-from .base import ChangeRow, Engine, Position, _batches, _marks
+from .base import Engine, _batches, _marks
 
 logger = logging.getLogger("convostore")
 
@@ -142,7 +142,7 @@ class PostgresLegacySql(LegacySql):
 # --- operations -------------------------------------------------------------------------------
 
 
-class PostgresOps(PostgresSearchOps):
+class PostgresOps(PostgresWriteOps):
     """:class:`~convostore.backends._sql.SqlOps` over one psycopg connection (one scope)."""
 
     _FOR_SHARE = " FOR SHARE"
@@ -153,20 +153,25 @@ class PostgresOps(PostgresSearchOps):
 
     def __init__(
         self, conn: psycopg.Connection[Any], *, writing: bool,
-        changes: tuple[int, str] | None = None, partitions: int | None = None,
+        changes: ChangeKeys | None = None, partitions: int | None = None,
     ) -> None:
         self._conn = conn
         self._writing = writing
-        self._change_lock = changes  # the change log's lock key and NOTIFY channel
+        self._change_keys = changes  # the change log's lock keys and NOTIFY channel
         self._partitions = partitions  # tables created later (the search index) follow it
-        # A write scope sends its index probe with the BEGIN; the scope's locks keep the answer
-        # valid until it ends (creating the index takes the store lock exclusively).
+        # A write scope sends its index probe with its first statement (append_row asks in
+        # its own); the scope's locks keep the answer valid until it ends (creating the index
+        # takes the store lock exclusively).
+        self._fts_pending = False
         self._fts_probe: psycopg.Cursor[tuple[Any, ...]] | None = None
         self._fts: bool | None = None
         self._share_locked: set[str] = set()
         self._active = True  # False once the scope ended (its connection is back in the pool)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if self._fts_pending:
+            self._fts_pending = False
+            self._fts_probe = self._run(PG_TABLES, ([FTS],))
         # A cursor per statement: in pipeline mode results arrive later, each to its cursor.
         return self._conn.cursor(row_factory=tuple_row).execute(_pg(sql), params)
 
@@ -184,17 +189,6 @@ class PostgresOps(PostgresSearchOps):
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
         # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
         return "metadata::jsonb -> ? = ?::jsonb", [key, json.dumps(value)]
-    # -- the change log (see _changes_sql: positions in commit order) -------------------------
-
-    def _lock_changes(self) -> None:
-        assert self._change_lock is not None, "a change logged outside a write scope"
-        # Held until the commit is visible; the NOTIFY is delivered by the commit.
-        self._run("SELECT pg_advisory_xact_lock(?), pg_notify(?, '')", self._change_lock)
-
-    def _insert_change(self, row: ChangeRow) -> Position:
-        # Pipelined with the COMMIT: the position is read once the scope has ended.
-        cursor = self._run(CHANGE_INSERT + " RETURNING pos", row)
-        return lambda: int(cursor.fetchone()[0])
 
     # -- access paths --------------------------------------------------------------------------
     # PostgreSQL's planner, given stale statistics (a table that grew since it was analysed, or a
@@ -407,7 +401,11 @@ class PostgresBackend:
         self._store_key = _key("convostore", name, "store")
         self._migrate_key = _key("convostore", name, "migrate")
         changes_key = _key("convostore", name, "changes")
-        self._change_log = (changes_key, f"convostore_changes_{changes_key & 0xFFFFFFFFFFFF:012x}")
+        self._change_log = ChangeKeys(
+            _key("convostore", name, "change positions") & 0x7FFFFFFF,
+            _key("convostore", name, "change flags") & 0x7FFFFFFF,
+            f"convostore_changes_{changes_key & 0xFFFFFFFFFFFF:012x}",
+        )
         self._session_prefix = name
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(version, SCHEMA_VERSION)
@@ -532,7 +530,8 @@ class PostgresBackend:
                 try:
                     if local:
                         conn.execute(f"BEGIN READ ONLY; {self._local_path(conn)}")
-                    ops = PostgresOps(conn, writing=False, partitions=self._partitions)
+                    ops = PostgresOps(conn, writing=False, changes=self._change_log,
+                                      partitions=self._partitions)
                     try:
                         with self._bound(ops, None):
                             yield ops
@@ -571,7 +570,7 @@ class PostgresBackend:
                         if self._fts_seen:
                             ops._fts = True  # a search table, once there, stays
                         else:
-                            ops._fts_probe = ops._run(PG_TABLES, ([FTS],))
+                            ops._fts_pending = True
                         with self._bound(ops, current):
                             yield ops
                         ops.flush_changes()  # the change log's rows and lock, last
@@ -591,7 +590,10 @@ class PostgresBackend:
         conninfo = self._listen_url or self._conninfo
         if not conninfo:
             return None  # a user pool without conninfo: watchers fall back to polling
-        return ListenSignal(conninfo, self._change_log[1], self._engine.redact(conninfo))
+        # Through a transaction pooler a session lock would stay on a server connection.
+        direct = self._listen_url is not None or not self._pooler
+        return ListenSignal(conninfo, self._change_log.channel, self._engine.redact(conninfo),
+                            (LISTENING_LOCK, self._change_log.flags) if direct else None)
 
     def close(self) -> None:
         """Close the store's own pool (a pool passed by the user stays open); idempotent."""

@@ -36,7 +36,7 @@ caches may predate a table created or dropped by a commit made while this writer
 lock."""
 
 # The search table, created by the first search (behaviour.md §8.1: not on append). The tsvector
-# is computed by the INSERT from a bounded source text (see _index_source): a text whose tsvector
+# is computed by the INSERT from a bounded source text (see index_source): a text whose tsvector
 # would exceed PostgreSQL's 1 MB limit must not fail the whole write.
 #
 # The text search configuration is ``english`` with its stop-word list left out: English
@@ -102,7 +102,7 @@ _VERBATIM_CHARS = 60_000
 _SOURCE_CHARS = 150_000
 
 
-def _index_source(text: str) -> str:
+def index_source(text: str) -> str:
     """The text a message's tsvector is built from, bounded so it fits PostgreSQL's limits.
 
     A tsvector holds at most 1 MB and positions up to 16383, so a long text is indexed as its
@@ -131,11 +131,13 @@ class PostgresSearchOps(SqlOps):
     # lock exclusively).
     _writing: bool
     _fts_probe: Any
+    _fts_pending: bool
     _fts: bool | None
     _partitions: int | None
 
     def fts_exists(self) -> bool:
         if self._fts is None:
+            self._fts_pending = False  # asked now: no need to send the probe first
             if self._fts_probe is not None:
                 found = self._fts_probe.fetchone() is not None
             else:
@@ -174,7 +176,7 @@ class PostgresSearchOps(SqlOps):
         for sid, mid, text in rows:
             sids.append(sid)
             mids.append(mid)
-            sources.append(_index_source(text))
+            sources.append(index_source(text))
         if not sids:
             return
         # One statement however many entries: the arrays travel as three parameters and the

@@ -1,9 +1,11 @@
 """How a PostgreSQL store notices commits: ``LISTEN`` on a dedicated connection.
 
-Every write that logs a change sends ``pg_notify(channel, '')`` in its transaction (see
-:mod:`._changes_sql`); PostgreSQL delivers it when, and only if, the transaction commits. A
-watcher's signal holds one connection of its own in autocommit that ``LISTEN`` on the
-store's channel (one per schema) and waits on its socket: no query runs while nothing commits.
+Every write that logs a change sends ``pg_notify(channel, '')`` in its transaction while a
+listening connection exists (see :mod:`._pg_writes`); PostgreSQL delivers it when, and only if,
+the transaction commits. A watcher's signal holds one connection of its own in autocommit
+that ``LISTEN`` on the store's channel (one per schema), holds the store's shared "listening"
+advisory lock (which is how writers know someone listens) and waits on its socket: no query
+runs while nothing commits.
 
 A transaction-mode pooler (PgBouncer's ``pool_mode = transaction``) cannot carry ``LISTEN``:
 the notifications go to whichever server connection the pooler picked. Give
@@ -29,9 +31,15 @@ RECONNECT_DELAY = 1.0
 class ListenSignal:
     """:class:`~convostore.backends.base.ChangeSignal` of a PostgreSQL store."""
 
-    def __init__(self, conninfo: str, channel: str, redacted: str) -> None:
+    def __init__(
+        self, conninfo: str, channel: str, redacted: str, listening: tuple[str, int] | None
+    ) -> None:
+        """:param listening: the statement and key of the lock a listening connection holds
+            (see :mod:`._pg_writes`); None through a transaction pooler, which would leave the
+            lock on a server connection (``LISTEN`` cannot work there either)."""
         self._conninfo = conninfo
         self._channel = channel
+        self._listening = listening
         self._redacted = redacted
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
@@ -42,6 +50,9 @@ class ListenSignal:
         try:
             conn = psycopg.connect(self._conninfo, autocommit=True)
             conn.execute(f'LISTEN "{self._channel}"')
+            if self._listening is not None:
+                # Writers notify only while a connection holds this (released when it closes).
+                conn.execute(self._listening[0], (self._listening[1],))
         except psycopg.Error as exc:
             self._failed_at = time.monotonic()
             logger.warning("convostore: cannot LISTEN on %s: %s", self._redacted, exc)

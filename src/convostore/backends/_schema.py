@@ -18,8 +18,8 @@ shard by session:
 - :data:`DIRECTORY`: one row per session: title, owner, metadata, times, counts, expiry, the
   chosen leaf, and the session manager's columns (:mod:`._directory_sql`).
 - :data:`META`: the schema version (see :mod:`._migrate`), and the change log's trim horizon.
-- :data:`CHANGES`: the durable change log, one row per logged change, ``pos`` increasing in
-  commit order store-wide (see :mod:`._changes_sql`).
+- :data:`CHANGES`: the durable change log, one row per logged change, ``pos`` increasing
+  store-wide, never read past a change that may still commit (see :mod:`._changes_sql`).
 - :data:`COMPACTION_LEASES`: who runs a session's automatic compaction, until when, and the
   backoff after compactions that left the session above its threshold.
 - :data:`LG_CHECKPOINTS` / :data:`LG_BLOBS` / :data:`LG_WRITES`: the LangGraph checkpointer's

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from ..codec import ROW_BUDGET
+from ._append_sql import AppendOps
 from ._changes_sql import ChangeLogOps
 from ._checkpoint_sql import CheckpointSql
 from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
@@ -82,7 +83,7 @@ _FTS_DEFINITION = "fts_definition"
 """The meta key of what the search index holds for a message (recorded by its creation)."""
 
 
-class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql):
+class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql, AppendOps):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the

@@ -208,6 +208,42 @@ class LeafProbe(NamedTuple):
     """The newest row's ``run_bytes`` (0: no rows)."""
 
 
+class Link(NamedTuple):
+    """Where :meth:`Ops.append_row` puts a new row: the rule the caller chose, and its id.
+
+    - ``"leaf"``: under the session's active leaf (the leaf ``set_active_leaf`` chose, else the
+      newest row; a new root in an empty session); ``parent_id`` unused;
+    - ``"given"``: under ``parent_id`` as it is (None: a new root), unchecked;
+    - ``"known"``: under ``parent_id`` when a row of the session has that id, else a new root.
+    """
+
+    rule: Literal["leaf", "given", "known"]
+    parent_id: str | None = None
+
+
+def link_parent(
+    link: Link, tail: str | None, chosen: str | None, known: Callable[[str], bool]
+) -> str | None:
+    """The parent ``link`` names, given the session's newest row ``tail``, its chosen leaf
+    ``chosen`` and a test that an id is a row of the session (asked only when needed)."""
+    if link.rule == "leaf":
+        return chosen or tail
+    parent = link.parent_id
+    if link.rule == "given" or parent is None:
+        return parent
+    return parent if parent == tail or known(parent) else None
+
+
+class Appended(NamedTuple):
+    """What :meth:`Ops.append_row` did, read once its scope committed."""
+
+    inserted: bool | None
+    """True: written; False: the id was already stored, nothing written; None: the engine
+    declined (nothing written), the caller writes the row the general way."""
+    position: int | None
+    """The logged change's position (None when nothing was logged)."""
+
+
 @dataclass(frozen=True)
 class FtsHit:
     """A full-text hit as the engine ranks it (best first): its message row, whose stored
@@ -360,6 +396,19 @@ class Ops(Protocol):
         ...
 
     # -- writes --------------------------------------------------------------------------------
+    def append_row(
+        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None
+    ) -> Callable[[], Appended]:
+        """Insert the message ``row`` (one row: no continuation, no payload) unless its id is
+        stored in the session. Its ``seq``, ``parent_id``, ``chained`` and ``run_bytes`` are the
+        engine's: the next seq, the parent ``link`` names, chained when that parent is the newest
+        row, the newest row's ``run_bytes`` plus ``bytes``; the directory is noted as
+        ``insert_message`` notes it. With it, in the same scope: its search-index entry when the
+        index exists (``index()`` gives the text, as ``fts_insert`` takes it, asked only then;
+        empty: none) and the change ``change`` (logged with the parent chosen). The answer is
+        read once the scope has committed; an engine may send the whole write at once.
+        """
+        ...
     def insert_message(self, row: NewRow) -> None: ...
     def insert_messages(self, rows: Sequence[NewRow]) -> None: ...
     def update_message(

@@ -20,7 +20,11 @@ and :mod:`._pg_backend` (the operations and the backend); without psycopg,
   session's shard. Advisory locks serialise only migrations (node-local is right there). The
   scope runs in pipeline mode: the ``BEGIN``, the locks and the check for the search table
   travel with its first query, and statements nobody reads the result of travel with the
-  ``COMMIT`` (a plain append: two round trips).
+  ``COMMIT``. A plain append is one statement (:mod:`._pg_writes`) sent with them: one round
+  trip, the session's row lock held only while the server runs it and commits.
+- The change log's positions are marked by advisory locks while uncommitted, and readers
+  stop below the first one held (:mod:`._pg_writes`): commits of different sessions are not
+  serialised; ``NOTIFY`` is sent only while a watcher listens.
 - ``transaction_pooler=True`` (behind PgBouncer in transaction mode): no prepared statements, and
   the schema set inside every transaction, never on a connection.
 - ``partitions=N`` creates the session-keyed tables hash-partitioned by session id

@@ -271,7 +271,7 @@ END
 $$;
 
 -- The key and tsvector of each indexed message (computed by convostore from a bounded form of
--- its indexed text, under the 1 MB tsvector limit; see _index_source in _pg_search.py). No copy
+-- its indexed text, under the 1 MB tsvector limit; see index_source in _pg_search.py). No copy
 -- of the text: a hit's text is read from its message row.
 CREATE TABLE IF NOT EXISTS convostore_fts (
     session_id TEXT COLLATE "C" NOT NULL,
