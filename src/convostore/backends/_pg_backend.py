@@ -149,6 +149,7 @@ class PostgresOps(PostgresSearchOps):
     _FOR_UPDATE = " FOR UPDATE"
     _LG_EACH = "jsonb_each_text(c.versions::jsonb)"
     _LG_LATERAL = True
+    _LG_WRITABLE_CTE = True
     legacy = PostgresLegacySql()
 
     def __init__(
