@@ -48,9 +48,17 @@ from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
 from ._pg_search import PG_TABLES, PostgresSearchOps
 from ._pg_signal import ListenSignal
-from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION, SESSION_STATE
+from ._schema import (
+    ATTACHMENTS,
+    DIRECTORY,
+    FTS,
+    MESSAGES,
+    META,
+    SCHEMA_VERSION,
+    SESSION_STATE,
+)
 from ._sql import SqlOps, _qualify
-from .base import ChangeRow, Engine, Position, _batches, _marks
+from .base import AppendProbe, ChangeRow, Engine, Position, _batches, _marks
 
 logger = logging.getLogger("convostore")
 
@@ -76,6 +84,20 @@ _LOCK_SHARED = f"LOCK TABLE {MESSAGES} IN ROW EXCLUSIVE MODE"
 _LOCK_SESSION = (
     f"INSERT INTO {SESSION_STATE} AS s (session_id, epoch) VALUES (%s, 0) "
     "ON CONFLICT (session_id) DO UPDATE SET epoch = s.epoch WHERE false"
+)
+
+
+# A write scope's append probe (SqlOps.append_probe) with the search index's probe beside it,
+# until the scope knows (one statement, one round trip, as on SQLite); the leaf probe's too.
+_APPEND_PROBE_FTS = (
+    f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ? AND id = ?), "
+    f"(SELECT id FROM {MESSAGES} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
+    f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?), "
+    "EXISTS (SELECT 1 FROM pg_class WHERE relname = ? AND relnamespace = "
+    "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))"
+)
+_LEAF_PROBE_FTS = (
+    f"{_APPEND_PROBE_FTS}, (SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?)"
 )
 
 
@@ -149,6 +171,7 @@ class PostgresOps(PostgresSearchOps):
     _FOR_UPDATE = " FOR UPDATE"
     _LG_EACH = "jsonb_each_text(c.versions::jsonb)"
     _LG_LATERAL = True
+    _LG_WRITABLE_CTE = True
     legacy = PostgresLegacySql()
 
     def __init__(
@@ -159,9 +182,10 @@ class PostgresOps(PostgresSearchOps):
         self._writing = writing
         self._change_lock = changes  # the change log's lock key and NOTIFY channel
         self._partitions = partitions  # tables created later (the search index) follow it
-        # A write scope sends its index probe with the BEGIN; the scope's locks keep the answer
-        # valid until it ends (creating the index takes the store lock exclusively).
-        self._fts_probe: psycopg.Cursor[tuple[Any, ...]] | None = None
+        # Whether the search index exists, once asked in this scope. A write scope asks with
+        # its append probe (or on its own when something else needs it first): the scope's
+        # locks keep the answer valid until it ends (creating the index takes the store lock
+        # exclusively). A scope that writes no message never asks.
         self._fts: bool | None = None
         self._share_locked: set[str] = set()
         self._active = True  # False once the scope ended (its connection is back in the pool)
@@ -180,6 +204,23 @@ class PostgresOps(PostgresSearchOps):
 
     def existing_tables(self, names: Sequence[str]) -> set[str]:
         return {r[0] for r in self._all(PG_TABLES, (list(names),))}
+
+    def append_probe(self, session_id: str, id: str) -> AppendProbe:
+        if not self._writing or self._fts is not None:
+            return super().append_probe(session_id, id)
+        row = self._one(_APPEND_PROBE_FTS, (session_id, id, session_id, session_id, FTS))
+        assert row is not None
+        self._fts = bool(row[3])
+        return bool(row[0]), row[1], int(row[2] or 0)
+
+    def leaf_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int, str | None]:
+        if not self._writing or self._fts is not None:
+            return super().leaf_probe(session_id, id)
+        row = self._one(_LEAF_PROBE_FTS, (session_id, id, session_id, session_id, FTS,
+                                          session_id))
+        assert row is not None
+        self._fts = bool(row[3])
+        return bool(row[0]), row[1], int(row[2] or 0), row[4]
 
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
         # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
@@ -553,7 +594,8 @@ class PostgresBackend:
 
         The scope runs in pipeline mode: the BEGIN and the locks travel with the first query,
         and statements whose results nobody reads (inserts, the COMMIT) travel together, so a
-        plain append costs two round trips (BEGIN, locks and the probe; INSERT and COMMIT).
+        plain append costs two round trips (BEGIN, locks and the probe; INSERT and COMMIT) and
+        a scope that reads nothing one.
         """
         current = self._current()
         if current is not None and current._writing:
@@ -570,8 +612,6 @@ class PostgresBackend:
                                           partitions=self._partitions)
                         if self._fts_seen:
                             ops._fts = True  # a search table, once there, stays
-                        else:
-                            ops._fts_probe = ops._run(PG_TABLES, ([FTS],))
                         with self._bound(ops, current):
                             yield ops
                         ops.flush_changes()  # the change log's rows and lock, last
