@@ -58,7 +58,7 @@ from ._schema import (
     SESSION_STATE,
 )
 from ._sql import SqlOps, _qualify
-from .base import AppendProbe, ChangeRow, Engine, Position, _batches, _marks
+from .base import AppendProbe, ChangeRow, Engine, LeafProbe, Position, _batches, _marks
 
 logger = logging.getLogger("convostore")
 
@@ -97,7 +97,8 @@ _APPEND_PROBE_FTS = (
     "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))"
 )
 _LEAF_PROBE_FTS = (
-    f"{_APPEND_PROBE_FTS}, (SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?)"
+    f"{_APPEND_PROBE_FTS}, (SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?), "
+    f"(SELECT t.run_bytes FROM {MESSAGES} t WHERE t.session_id = ? ORDER BY t.seq DESC LIMIT 1)"
 )
 
 
@@ -213,14 +214,14 @@ class PostgresOps(PostgresSearchOps):
         self._fts = bool(row[3])
         return bool(row[0]), row[1], int(row[2] or 0)
 
-    def leaf_probe(self, session_id: str, id: str) -> tuple[bool, str | None, int, str | None]:
+    def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
         if not self._writing or self._fts is not None:
             return super().leaf_probe(session_id, id)
         row = self._one(_LEAF_PROBE_FTS, (session_id, id, session_id, session_id, FTS,
-                                          session_id))
+                                          session_id, session_id))
         assert row is not None
         self._fts = bool(row[3])
-        return bool(row[0]), row[1], int(row[2] or 0), row[4]
+        return LeafProbe(bool(row[0]), row[1], int(row[2] or 0), row[4], int(row[5] or 0))
 
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
         # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
