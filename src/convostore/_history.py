@@ -219,15 +219,14 @@ class History:
                 if hit is None and expect is not None and (not take or len(take) < len(rows)
                                                            or len(rows) < size):
                     jump = ops.row_meta(sid, expect)
+                shown = [r for r in take if r.id not in echoes] if echoes else take
+                plain = [self_contained(r) for r in shown]
                 # Continuations and payloads are read now, in the snapshot the first slices
                 # came from; a later read could see another version of the message.
-                assembled = hydrate(
-                    ops, sid, [r for r in take if r.id not in echoes and not self_contained(r)]
-                )
-            for row in take:
-                if row.id in echoes:
-                    continue
-                if self_contained(row):
+                assembled = hydrate(ops, sid, [r for r, p in zip(shown, plain, strict=True)
+                                               if not p]) if not all(plain) else {}
+            for row, is_plain in zip(shown, plain, strict=True):
+                if is_plain:
                     message = parse(sid, row.id, row.content)  # when the consumer asks
                 else:
                     message = assembled.get(row.id)
