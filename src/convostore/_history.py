@@ -24,7 +24,7 @@ from typing import NamedTuple, TypeVar
 
 from . import codec
 from ._overlays import Span, plan_overlays, position, synthetic_message
-from ._rows import hydrate, hydrate_in_order, in_order, parse, self_contained
+from ._rows import hydrate, hydrate_in_order, in_order, parse
 from ._runs import CHAIN_HEADS, Runs, chain_runs
 from ._windows import pack
 from .backends.base import Backend, CompactionRow, ContentRow, Ops, PathArrays, RowMeta
@@ -220,7 +220,8 @@ class History:
                                                            or len(rows) < size):
                     jump = ops.row_meta(sid, expect)
                 shown = [r for r in take if r.id not in echoes] if echoes else take
-                plain = [self_contained(r) for r in shown]
+                plain = [r.content_chunks == 0 and codec.POINTER_PREFIX not in r.content
+                         for r in shown]  # parsed from its own text: no continuations, no payloads
                 # Continuations and payloads are read now, in the snapshot the first slices
                 # came from; a later read could see another version of the message.
                 assembled = hydrate(ops, sid, [r for r, p in zip(shown, plain, strict=True)
@@ -253,7 +254,7 @@ class History:
                 upto = take[-1].seq - 1
             else:
                 return  # the parent does not exist: the row reads as a root
-            used = sum(len(r.content) for r in take) + 1
+            used = sum(map(len, [r.content for r in take])) + 1
             grown = 5 if size == 1 else size * 3
             size = max(1, min(grown, WINDOW_ROWS, WINDOW_BYTES * max(1, len(take)) // used))
 

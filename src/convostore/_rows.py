@@ -110,8 +110,3 @@ def parse(session_id: str, mid: str, text: str) -> Message | None:
     except UnreadableMessage as exc:
         logger.warning("skipping %s", exc)
         return None
-
-
-def self_contained(row: ContentRow) -> bool:
-    """Can the row be parsed from its own text (no continuation rows, no payloads)?"""
-    return row.content_chunks == 0 and codec.POINTER_PREFIX not in row.content

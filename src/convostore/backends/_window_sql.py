@@ -9,6 +9,7 @@ links stay in :mod:`._sql`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any, cast
 
 from ._schema import COMPACTIONS, DIRECTORY, MESSAGES
@@ -31,6 +32,8 @@ _RANGE_SIZED = (
     f"SELECT {_CONTENT}, bytes FROM {MESSAGES} "
     "WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq"
 )
+_content_row = partial(tuple.__new__, ContentRow)
+"""A ContentRow from a row of the ``_CONTENT`` columns, without a Python call per row."""
 # The seq bound of a newest-first read's first window: an explicit leaf's seq (NULL: no such
 # leaf, no rows); the active leaf's, i.e. the chosen leaf's when one is chosen (NULL when it is
 # gone, as reads of a missing leaf find nothing), else any seq.
@@ -75,7 +78,7 @@ class WindowOps:
             rows = self._all(_newest(_CONTENT, bounded=False), (session_id, limit))
         else:
             rows = self._all(_newest(_CONTENT, bounded=True), (session_id, upto, limit))
-        return [ContentRow(*r) for r in rows]
+        return list(map(_content_row, rows))
 
     def newest_rows(
         self, session_id: str, leaf_id: str | None, limit: int
@@ -119,7 +122,7 @@ class WindowOps:
         if max_bytes is None:
             if _contiguous(seqs):
                 # A contiguous run (every window of a linear conversation): one range scan.
-                return [ContentRow(*r) for r in self._all(_RANGE, (session_id, seqs[0], seqs[-1]))]
+                return list(map(_content_row, self._all(_RANGE, (session_id, seqs[0], seqs[-1]))))
             return [ContentRow(*r) for r in self._by_key(_CONTENT, "seq", session_id, seqs)]
         return self._sized_rows(session_id, seqs, max_bytes)
 
