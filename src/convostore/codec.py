@@ -16,7 +16,7 @@ import math
 import re
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +213,11 @@ def _likely_ascii(parts: object) -> bool:
     return True
 
 
+_DECODER: Any = json.JSONDecoder()
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once
+"""The JSON decoder's value scanner: ``(value, end)`` of the value at an index."""
+
+
 def loads(text: str) -> Any:
     """Parse stored text (the inverse of :func:`dumps`), from any call depth.
 
@@ -222,6 +227,14 @@ def loads(text: str) -> Any:
     :raises ValueError: the text is not JSON.
     """
     try:
+        # The decoder's scanner straight away: stored text is compact, so it ends where the
+        # value ends; anything else (whitespace, trailing data, not JSON) goes to json.loads,
+        # which decodes or raises as usual.
+        value, end = _SCAN(text, 0)
+        if end == len(text):
+            return value
+        return json.loads(text)
+    except StopIteration:
         return json.loads(text)
     except RecursionError:
         return loads_iterative(text)
