@@ -43,7 +43,7 @@ from psycopg.rows import tuple_row
 
 from ..errors import BackendError, SchemaTooNew, StoreClosed
 from ._changes_sql import CHANGE_INSERT
-from ._legacy_sql import LegacySql
+from ._legacy_sql import PostgresLegacySql
 from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
 from ._pg_search import PG_TABLES, PostgresSearchOps
@@ -132,44 +132,6 @@ def _pg_walk(walk: str) -> str:
         raise RuntimeError("convostore: SqlOps._WALK no longer has the expected parent join")
     return walk.replace(_JOIN_STEP, _LATERAL_STEP)
 
-
-
-class PostgresLegacySql(LegacySql):
-    """PostgreSQL: ``ctid`` order, ``TIMESTAMPTZ`` to epoch milliseconds, tables found in the
-    store's schema (the first of its ``search_path``)."""
-
-    _ORDER = "ctid"
-    _COLLATE = ' COLLATE "C"'  # our key columns are "C"; the legacy ones use the default
-
-    def _bytes(self, column: str) -> str:
-        return f"octet_length({column})"
-
-    def _ms(self, column: str) -> str:
-        return f"coalesce(floor(extract(epoch FROM {column}) * 1000)::bigint, 0)"
-
-    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
-        # The offsets are read first, by their own query: a subquery evaluated while the
-        # INSERT runs would walk the index entries of every row copied so far (quadratic).
-        # Usually no legacy session has rows here yet, and the offset is a plain 0.
-        tops = ops._all(
-            f"SELECT session_id, max(seq) FROM {table} WHERE session_id IN "
-            f'(SELECT DISTINCT session_id COLLATE "C" FROM {source}) GROUP BY session_id'
-        )
-        if not tops:
-            return self._numbered("0"), "", ()
-        join = (
-            " LEFT JOIN unnest(?::text[], ?::bigint[]) AS o(session_id, top) "
-            f"ON o.session_id = a.session_id{self._COLLATE}"
-        )
-        return (
-            self._numbered("coalesce(o.top, 0)"), join,
-            ([r[0] for r in tops], [int(r[1]) for r in tops]),
-        )
-
-    def drop(self, ops: Any, table: str) -> None:
-        # Inside DO: a DROP command tag would make psycopg discard its prepared statements in
-        # the middle of the write scope's pipeline.
-        ops._run(f"DO $$ BEGIN DROP TABLE IF EXISTS {table}; END $$")
 
 
 # --- operations -------------------------------------------------------------------------------
