@@ -121,9 +121,9 @@ def search_table_known(store: Sessions) -> bool:
 
 
 def search_probe_sent(ops: Ops) -> bool:
-    """Did this write scope send the probe that asks whether the search table exists?"""
+    """Would this write scope ask whether the search table exists (it does not know yet)?"""
     raw: Any = ops
-    return raw._fts_probe is not None
+    return raw._fts is None
 
 
 def hold_store_lock(conn: Any, store: Sessions) -> None:

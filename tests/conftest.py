@@ -197,17 +197,18 @@ def store(open_store: Callable[..., Sessions]) -> Sessions:
 @pytest.fixture
 def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Counts message rows whose content the range reads fetch (``content_rows_by_seq``,
-    ``rows_below``: what windowed, newest-first and budgeted reads of a chain use), on any
-    backend. Walks that carry content (``suffix``, ``children``, ``roots``) are not counted."""
+    ``newest_rows``, ``rows_below``: what windowed, newest-first and budgeted reads of a chain
+    use), on any backend. Walks that carry content (``suffix``, ``children``, ``roots``) are not
+    counted."""
     from convostore.backends._sql import SqlOps
 
     counter = [0]
-    for name in ("content_rows_by_seq", "rows_below"):
+    for name in ("content_rows_by_seq", "newest_rows", "rows_below"):
         original = getattr(SqlOps, name)
 
         def counting(self: SqlOps, *args: Any, _original: Any = original) -> Any:
             rows = _original(self, *args)
-            counter[0] += len(rows)
+            counter[0] += len(rows[0] if isinstance(rows, tuple) else rows)
             return rows
 
         monkeypatch.setattr(SqlOps, name, counting)

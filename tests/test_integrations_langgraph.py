@@ -255,6 +255,52 @@ def test_large_values_round_trip_and_are_stored_once(store: Sessions) -> None:
     assert store.storage_stats().attachments == 0
 
 
+def test_scalars_in_the_checkpoint_row_keep_their_types_and_versions(store: Sessions) -> None:
+    """Small scalars ride in the checkpoint row, other values in value rows: each checkpoint
+    reads back the values it was given, types kept, whichever way a channel went."""
+    saver = ConvostoreSaver(store, messages_channel=None)
+    long_text = "y" * 300  # above the inline limit: a value row
+    steps: list[dict[str, Any]] = [
+        {"none": None, "flag": True, "n": 3, "x": 2.5, "s": "short", "long": long_text,
+         "list": [1, 2]},
+        {"none": None, "flag": False, "n": [3], "x": 2.5, "s": "short", "long": "now short",
+         "list": 7},
+        {"flag": 1, "n": 4, "x": 2.5, "long": long_text},  # some channels gone
+    ]
+    configs: list[RunnableConfig] = []
+    config = _cfg("scalars")
+    versions: dict[str, str] = {}
+    for i, values in enumerate(steps):
+        cp = empty_checkpoint()
+        prev = steps[i - 1] if i else {}
+        new = {ch: f"{i + 1}" for ch, v in values.items()
+               if ch not in prev or (type(prev[ch]), prev[ch]) != (type(v), v)}
+        new.update({ch: f"{i + 1}" for ch in versions if ch not in values})
+        versions.update(new)
+        cp["channel_values"] = dict(values)
+        cp["channel_versions"] = dict(versions)
+        config = saver.put(config, cp, {"step": i}, dict(new))
+        configs.append(config)
+    for values, stored in zip(steps, configs, strict=True):
+        got = saver.get_tuple(stored)
+        assert got is not None
+        assert got.checkpoint["channel_values"] == values
+        assert {k: type(v) for k, v in got.checkpoint["channel_values"].items()} == {
+            k: type(v) for k, v in values.items()}
+
+
+def test_a_special_write_repeated_in_one_call_keeps_the_last(store: Sessions) -> None:
+    """Writes to a special channel replace each other: within one call the last one stays."""
+    saver = ConvostoreSaver(store, messages_channel=None)
+    stored = saver.put(_cfg("special"), empty_checkpoint(), {"step": 0}, {})
+    saver.put_writes(stored, [("__error__", "first"), ("__error__", "second")], "task")
+    saver.put_writes(stored, [("a", 1), ("b", 2)], "task-2")
+    got = saver.get_tuple(stored)
+    assert got is not None
+    assert got.pending_writes == [("task", "__error__", "second"), ("task-2", "a", 1),
+                                  ("task-2", "b", 2)]
+
+
 def test_list_filters_before_limit_and_all_threads(store: Sessions) -> None:
     saver = ConvostoreSaver(store)
     parent = None

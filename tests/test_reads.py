@@ -60,9 +60,10 @@ def test_history_hydrates_in_windows_of_at_most_50_rows(
     windows: list[int] = []
     original = SqlOps.content_rows_by_seq
 
-    def spy(self: SqlOps, session_id: str, seqs: Any) -> Any:
-        windows.append(len(seqs))
-        return original(self, session_id, seqs)
+    def spy(self: SqlOps, session_id: str, *args: Any) -> Any:
+        rows = original(self, session_id, *args)
+        windows.append(len(rows))  # the rows one window read brought
+        return rows
 
     monkeypatch.setattr(SqlOps, "content_rows_by_seq", spy)
     it = store.session().history()
@@ -81,9 +82,10 @@ def test_windows_are_bounded_by_bytes_too(store: Sessions, monkeypatch: pytest.M
     windows: list[int] = []
     original = SqlOps.content_rows_by_seq
 
-    def spy(self: SqlOps, session_id: str, seqs: Any) -> Any:
-        windows.append(len(seqs))
-        return original(self, session_id, seqs)
+    def spy(self: SqlOps, session_id: str, *args: Any) -> Any:
+        rows = original(self, session_id, *args)
+        windows.append(len(rows))  # the rows one window read brought
+        return rows
 
     monkeypatch.setattr(SqlOps, "content_rows_by_seq", spy)
     assert ids(s.get_history()) == [f"b{i}" for i in range(6)]
@@ -100,9 +102,10 @@ def test_a_row_larger_than_a_window_reads_alone(
     windows: list[int] = []
     original = SqlOps.content_rows_by_seq
 
-    def spy(self: SqlOps, session_id: str, seqs: Any) -> Any:
-        windows.append(len(seqs))
-        return original(self, session_id, seqs)
+    def spy(self: SqlOps, session_id: str, *args: Any) -> Any:
+        rows = original(self, session_id, *args)
+        windows.append(len(rows))  # the rows one window read brought
+        return rows
 
     monkeypatch.setattr(SqlOps, "content_rows_by_seq", spy)
     assert ids(s.get_history()) == ["small1", "huge", "small2"]

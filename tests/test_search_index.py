@@ -150,3 +150,15 @@ def test_a_version_6_index_is_replaced_on_open(open_store: Callable[..., Any]) -
     assert found(store, "conversation") == []
     assert cells_holding(sync_of(store), ["stale copied words", SENTENCE]) == {}
     assert orphan_index_entries(sync_of(store)) == 0
+
+
+def test_clearing_a_long_session_removes_every_entry(store: Sessions) -> None:
+    s = store.session("long")
+    store.build_search_index()
+    s.append_messages([text(f"k{i:03}", f"kiwi {i}") for i in range(120)])
+    s.delete_messages([f"k{i:03}" for i in range(60, 120)])
+    s.clear_messages()
+    s.append_messages([text(f"n{i:03}", f"plain {i}") for i in range(120)])
+    assert found(store, "kiwi") == []
+    assert len(store.search("plain", limit=500)) == 120
+    assert orphan_index_entries(sync_of(store)) == 0

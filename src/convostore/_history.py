@@ -17,13 +17,15 @@ Batched reads (:meth:`History.batches`) pack the streamed messages with the same
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from . import codec
 from ._overlays import Span, plan_overlays, position, synthetic_message
-from ._rows import hydrate, hydrate_in_order, parse, self_contained
+from ._rows import hydrate, hydrate_in_order, in_order, parse
+from ._runs import CHAIN_HEADS, Runs, chain_runs
 from ._windows import pack
 from .backends.base import Backend, CompactionRow, ContentRow, Ops, PathArrays, RowMeta
 from .compaction import COMPACTION_PREFIX
@@ -78,12 +80,14 @@ def overlaid(
             yield from run(segment.lo, segment.hi)
 
 
+P = TypeVar("P", PathArrays, Runs)
+
+
 def plan(
-    ops: Ops, session_id: str, path: PathArrays,
-    records: Sequence[CompactionRow] | None = None,
-) -> tuple[PathArrays, list[Span]]:
-    """Plan overlays over ``path``, hiding stored copies of this session's synthetic summaries
-    (a client may echo one back; it must not show twice).
+    ops: Ops, session_id: str, path: P, records: Sequence[CompactionRow] | None = None,
+) -> tuple[P, list[Span]]:
+    """Plan overlays over ``path`` (walked arrays, or runs of seqs), hiding stored copies of
+    this session's synthetic summaries (a client may echo one back; it must not show twice).
 
     :param records: the session's compaction records when the caller read them already."""
     if records is None:
@@ -96,12 +100,7 @@ def plan(
     hidden = {seq_of[e] for e in echoes if e in seq_of}
     hidden = {s for s in hidden if position(path.seqs, s) >= 0}
     if hidden:
-        kept = [i for i, s in enumerate(path.seqs) if s not in hidden]
-        path = PathArrays(
-            array("q", (path.seqs[i] for i in kept)),
-            array("q", (path.bytes[i] for i in kept)),
-            array("q", (path.tokens[i] for i in kept)),
-        )
+        path = path.without(hidden)
     return path, plan_overlays(path.seqs, records, seq_of)
 
 
@@ -119,37 +118,60 @@ class History:
 
     def leaf(self, ops: Ops, leaf_id: str | None) -> str | None:
         """``leaf_id`` if it exists (None if not); without one, the active leaf."""
-        if leaf_id:
-            return leaf_id if ops.row_meta(self._sid, leaf_id) is not None else None
-        active = ops.active_leaf(self._sid)  # the chosen leaf, else the newest row
-        return active[0] if active else None
+        found = self._leaf(ops, leaf_id)
+        return found[0] if found else None
 
-    def _windows_up(self, path: PathArrays, lo: int, hi: int) -> Iterator[Message]:
-        """Rows ``lo..hi`` oldest first, in packed windows, each in its own read scope."""
-        for positions in pack(range(lo, hi + 1), path.bytes.__getitem__, WINDOW_ROWS,
-                              WINDOW_BYTES):
+    def _leaf(self, ops: Ops, leaf_id: str | None) -> tuple[str, int] | None:
+        """(id, seq) of ``leaf_id`` if it exists; without one, of the active leaf."""
+        if leaf_id:
+            meta = ops.row_meta(self._sid, leaf_id)
+            return None if meta is None else (leaf_id, meta.seq)
+        return ops.active_leaf(self._sid)  # the chosen leaf, else the newest row
+
+    def _path(self, ops: Ops, leaf: tuple[str, int]) -> Runs:
+        """The path ending at ``leaf`` as runs of seqs: from the unchained rows when they are
+        few (no row-by-row walk: a linear conversation is one run), else walked."""
+        heads = ops.chain_heads(self._sid, CHAIN_HEADS + 1)
+        if len(heads) <= CHAIN_HEADS:
+            runs = chain_runs(heads, leaf[1])
+            if runs is not None:
+                return runs
+        return Runs.of(ops.path(self._sid, leaf[0]).seqs)
+
+    def _windows_up(self, path: Runs, lo: int, hi: int) -> Iterator[Message]:
+        """Rows ``lo..hi`` oldest first, in windows of at most :data:`WINDOW_ROWS` rows and
+        :data:`WINDOW_BYTES` (the read cuts a window where its rows' stored bytes reach it),
+        each in its own read scope."""
+        sid = self._sid
+        while lo <= hi:
+            seqs = path[lo : min(hi, lo + WINDOW_ROWS - 1) + 1]
             with self._backend.read() as ops:
-                messages = hydrate_in_order(ops, self._sid, [path.seqs[k] for k in positions])
+                rows = ops.content_rows_by_seq(sid, seqs, WINDOW_BYTES)
+                messages = in_order(ops, sid, rows)
+            # on after the last row read (rows that vanished since planning are skipped)
+            lo += bisect_left(seqs, rows[-1].seq) + 1 if rows else len(seqs)
+            del rows
             yield from messages
 
-    def _windows_down(self, path: PathArrays, lo: int, hi: int) -> Iterator[Message]:
+    def _windows_down(self, path: Runs, lo: int, hi: int) -> Iterator[Message]:
         """Rows ``hi..lo`` newest first, in windows of :data:`NEWEST_FIRST_WINDOW` rows."""
         while hi >= lo:
             low = max(lo, hi - NEWEST_FIRST_WINDOW + 1)
             with self._backend.read() as ops:
-                messages = hydrate_in_order(ops, self._sid, list(path.seqs[low : hi + 1]))
+                messages = hydrate_in_order(ops, self._sid, path[low : hi + 1])
             yield from reversed(messages)
             hi = low - 1
 
     # --- streamed reads -----------------------------------------------------------------------
 
     def oldest_first(self, leaf_id: str | None) -> Iterator[Message]:
-        """Root → leaf: one content-free walk of the path, then content in packed windows."""
+        """Root → leaf: the path planned as runs of seqs (content-free), then content in
+        windows, each a range read where the path is a run."""
         with self._backend.read() as ops:
-            leaf = self.leaf(ops, leaf_id)
+            leaf = self._leaf(ops, leaf_id)
             if leaf is None:
                 return
-            path, spans = plan(ops, self._sid, ops.path(self._sid, leaf))
+            path, spans = plan(ops, self._sid, self._path(ops, leaf))
         yield from overlaid(segments(len(path), spans),
                             partial(self._windows_up, path))
 
@@ -161,23 +183,26 @@ class History:
         messages reads fewer than 3k rows. Below the newest compacted span the rest is planned
         and emitted like an oldest-first read, in reverse."""
         sid = self._sid
-        with self._backend.read() as ops:
-            records = ops.compactions(sid)
-            upto: int | None = None
-            expect: str | None = None
-            if not leaf_id:
-                leaf_id = ops.chosen_leaf(sid)  # set_active_leaf's choice, if any
-            if leaf_id:
-                meta = ops.row_meta(sid, leaf_id)
-                if meta is None:
-                    return
-                upto, expect = meta.seq, leaf_id
-        ends = {r.to_message_id for r in records}
-        echoes = {COMPACTION_PREFIX + r.id for r in records}
+        upto: int | None = None
+        expect: str | None = None
+        records: list[CompactionRow] = []
+        ends: set[str] = set()
+        echoes: set[str] = set()
         size = 1
+        first = True
         while True:
             with self._backend.read() as ops:
-                rows = ops.rows_below(sid, upto, size)
+                if first:
+                    # The leaf (named, chosen or newest) and its first rows in one statement;
+                    # the compaction records only when there are some.
+                    rows, compacted = ops.newest_rows(sid, leaf_id, size)
+                    if compacted:
+                        records = ops.compactions(sid)
+                        ends = {r.to_message_id for r in records}
+                        echoes = {COMPACTION_PREFIX + r.id for r in records}
+                    first = False
+                else:
+                    rows = ops.rows_below(sid, upto, size)
                 take: list[ContentRow] = []
                 hit: str | None = None
                 for row in rows:
@@ -194,15 +219,15 @@ class History:
                 if hit is None and expect is not None and (not take or len(take) < len(rows)
                                                            or len(rows) < size):
                     jump = ops.row_meta(sid, expect)
+                shown = [r for r in take if r.id not in echoes] if echoes else take
+                plain = [r.content_chunks == 0 and codec.POINTER_PREFIX not in r.content
+                         for r in shown]  # parsed from its own text: no continuations, no payloads
                 # Continuations and payloads are read now, in the snapshot the first slices
                 # came from; a later read could see another version of the message.
-                assembled = hydrate(
-                    ops, sid, [r for r in take if r.id not in echoes and not self_contained(r)]
-                )
-            for row in take:
-                if row.id in echoes:
-                    continue
-                if self_contained(row):
+                assembled = hydrate(ops, sid, [r for r, p in zip(shown, plain, strict=True)
+                                               if not p]) if not all(plain) else {}
+            for row, is_plain in zip(shown, plain, strict=True):
+                if is_plain:
                     message = parse(sid, row.id, row.content)  # when the consumer asks
                 else:
                     message = assembled.get(row.id)
@@ -211,15 +236,16 @@ class History:
             if hit is not None:
                 # the end of a compacted span: plan overlays over what remains
                 with self._backend.read() as ops:
-                    path, spans = plan(ops, sid, ops.path(sid, hit), records)
+                    path, spans = plan(ops, sid, Runs.of(ops.path(sid, hit).seqs), records)
                 yield from overlaid(segments(len(path), spans),
                                     partial(self._windows_down, path),
                                     reverse=True)
                 return
             if expect is None:
                 return  # reached a root, or an empty session
-            last_seq = take[-1].seq if take else upto
-            assert last_seq is not None  # a row was taken, or the walk began at a named leaf
+            if not rows:
+                return  # an empty session, or no such leaf
+            last_seq = take[-1].seq if take else rows[0].seq
             if jump is not None:
                 if jump.seq >= last_seq:
                     return  # a parent written after its child reads as a root, as in walks
@@ -228,7 +254,7 @@ class History:
                 upto = take[-1].seq - 1
             else:
                 return  # the parent does not exist: the row reads as a root
-            used = sum(len(r.content) for r in take) + 1
+            used = sum(map(len, [r.content for r in take])) + 1
             grown = 5 if size == 1 else size * 3
             size = max(1, min(grown, WINDOW_ROWS, WINDOW_BYTES * max(1, len(take)) // used))
 

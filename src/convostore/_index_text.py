@@ -10,7 +10,7 @@ The index keeps no copy of this text: a hit's text is computed again from the st
 and SQLite's contentless index removes an entry by naming the words it was indexed with,
 computed here again from the stored message. So what this returns for a stored message must
 not change while an index exists: a change needs a schema step that drops the index (as
-version 7 does), so that the next search builds it again.
+version 8 does), so that the next search builds it again.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""JSON nesting without the call stack: measure it, decode through it, name a deep path briefly.
+"""JSON nesting without the call stack: measure it, decode through it, name a deep path briefly,
+and find the first value JSON cannot hold.
 
 Python's JSON encoder and decoder spend one level of the interpreter's recursion budget per
 level of nesting, so how deep a value may be depends on how deep the caller's stack already is.
@@ -10,8 +11,10 @@ fast decoder runs out of stack, so what was stored reads back from any call dept
 from __future__ import annotations
 
 import json.decoder
+import math
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from json.scanner import NUMBER_RE
 from typing import Any
 
@@ -176,3 +179,71 @@ def short_path(path: str) -> str:
     if len(path) > _MAX_PATH_CHARS:
         path = path[:80] + "..." + path[-37:]
     return path
+
+
+def _leaf_problem(value: Any) -> str:
+    """Why JSON cannot hold a value that is not a container, or ``""``."""
+    if value is None or isinstance(value, (str, bool)):
+        return ""
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:  # longer than sys.get_int_max_str_digits()
+            return (
+                f"an integer of more than {sys.get_int_max_str_digits():,} digits cannot be "
+                "written as JSON text"
+            )
+        return ""
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else f"{value!r} is not a JSON number"
+    return f"a {type(value).__name__} value cannot be stored as JSON"
+
+
+def _children(container: Any) -> Iterator[tuple[str, Any, str]]:
+    """(path step, child, problem of its key) of each member of a container."""
+    if isinstance(container, Mapping):
+        for k, v in container.items():
+            ok = k is None or isinstance(k, (str, int, float))
+            yield f".{k}", v, "" if ok else f"key {k!r} is not a string"
+    else:
+        for i, v in enumerate(container):
+            yield f"[{i}]", v, ""
+
+
+def find_bad_value(value: Any, max_depth: int) -> tuple[str, str]:
+    """The path and the problem of the first value JSON cannot hold, or ``("", "")``.
+
+    Walked with an explicit stack (no recursion, so it works from any call depth); nesting
+    deeper than ``max_depth`` and a container that holds itself are problems too.
+    """
+    if not isinstance(value, (Mapping, list, tuple)):
+        problem = _leaf_problem(value)
+        return ("message", problem) if problem else ("", "")
+    open_ = {id(value)}
+    # each open container: its members still to look at, its path, itself
+    stack: list[tuple[Iterator[tuple[str, Any, str]], str, Any]] = [
+        (_children(value), "", value)
+    ]
+    while stack:
+        members, path, container = stack[-1]
+        step = next(members, None)
+        if step is None:
+            stack.pop()
+            open_.discard(id(container))
+            continue
+        name, child, key_problem = step
+        if key_problem:
+            return path or "message", key_problem
+        here = path + name if path else name.removeprefix(".")
+        if isinstance(child, (Mapping, list, tuple)):
+            if id(child) in open_:
+                return here, "a container that holds itself cannot be stored as JSON"
+            if len(stack) >= max_depth:
+                return here, f"nested more than {max_depth} levels deep"
+            open_.add(id(child))
+            stack.append((_children(child), here, child))
+            continue
+        problem = _leaf_problem(child)
+        if problem:
+            return here, problem
+    return "", ""

@@ -57,16 +57,29 @@ def hydrate(
 
 def hydrate_in_order(ops: Ops, session_id: str, seqs: Sequence[int]) -> list[Message]:
     """The readable messages at ``seqs``, in the order of ``seqs`` (one content query)."""
-    rows = ops.content_rows_by_seq(session_id, seqs)
-    by_seq = {r.seq: r.id for r in rows}
-    hydrated = hydrate(ops, session_id, rows)
-    del rows
-    out: list[Message] = []
-    for seq in seqs:
-        mid = by_seq.get(seq)
-        if mid is not None and mid in hydrated:
-            out.append(hydrated.pop(mid))
-    return out
+    rows = sorted(ops.content_rows_by_seq(session_id, seqs), key=lambda r: r.seq)
+    return in_order(ops, session_id, rows)
+
+
+def in_order(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> list[Message]:
+    """The readable messages of ``rows``, in their order: a self-contained row is parsed as
+    it is, the others are hydrated together (one query for their continuations, one for
+    their payloads)."""
+    out: list[Message | None] = []
+    slow: list[ContentRow] = []
+    for row in rows:
+        text = row.content
+        if row.content_chunks == 0 and codec.POINTER_PREFIX not in text:
+            out.append(parse(session_id, row.id, text))
+        else:
+            slow.append(row)
+            out.append(None)
+    if slow:
+        hydrated = hydrate(ops, session_id, slow)
+        for i, row in enumerate(rows):
+            if out[i] is None:
+                out[i] = hydrated.get(row.id)
+    return [m for m in out if m is not None]
 
 
 def decode(session_id: str, mid: str, text: str) -> Message:
@@ -87,12 +100,13 @@ def parse(session_id: str, mid: str, text: str) -> Message | None:
     """:func:`decode`, except that an unreadable row is logged and None: a read of many
     messages leaves it out and goes on with the others."""
     try:
-        return decode(session_id, mid, text)
+        value = codec.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    if type(value) is dict and codec.is_valid_stored(value):  # the common case, checked once
+        return value
+    try:
+        return decode(session_id, mid, text)  # says why
     except UnreadableMessage as exc:
         logger.warning("skipping %s", exc)
         return None
-
-
-def self_contained(row: ContentRow) -> bool:
-    """Can the row be parsed from its own text (no continuation rows, no payloads)?"""
-    return row.content_chunks == 0 and codec.POINTER_PREFIX not in row.content

@@ -12,15 +12,19 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 import re
-import sys
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._json_depth import exceeds_depth, loads_iterative, short_path, size_iterative
+from ._json_depth import (
+    exceeds_depth,
+    find_bad_value,
+    loads_iterative,
+    short_path,
+    size_iterative,
+)
 from ._limits import check_message_keys, unsafe_to_spaces
 from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .errors import InvalidMessage, InvalidMessageType
@@ -95,10 +99,10 @@ def dumps(value: Any, *, ascii_first: bool = False) -> str:
     :func:`~convostore._parts.compact_json`); the text is the same.
     """
     try:
-        # A container that holds itself ends in RecursionError; _find_bad_value names it.
+        # A container that holds itself ends in RecursionError; find_bad_value names it.
         text = compact_json(value, ascii_first=ascii_first)
     except (TypeError, ValueError, RecursionError) as exc:
-        field, problem = _find_bad_value(value)
+        field, problem = find_bad_value(value, MAX_JSON_DEPTH)
         if not problem:  # nothing wrong with the value: the caller's stack was too deep
             problem = f"could not be encoded as JSON here ({type(exc).__name__}: {exc})"
         raise InvalidMessage(short_path(field or "message"), problem) from exc
@@ -114,7 +118,7 @@ def check_depth(message: Message, text: str) -> None:
     :raises InvalidMessage: naming the first field that is too deep (its path shortened).
     """
     if not _shallow(message) and exceeds_depth(text, MAX_JSON_DEPTH):
-        field, problem = _find_bad_value(message)
+        field, problem = find_bad_value(message, MAX_JSON_DEPTH)
         raise InvalidMessage(
             short_path(field or "message"),
             problem or f"nested more than {MAX_JSON_DEPTH} levels deep",
@@ -213,6 +217,11 @@ def _likely_ascii(parts: object) -> bool:
     return True
 
 
+_DECODER: Any = json.JSONDecoder()
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once
+"""The JSON decoder's value scanner: ``(value, end)`` of the value at an index."""
+
+
 def loads(text: str) -> Any:
     """Parse stored text (the inverse of :func:`dumps`), from any call depth.
 
@@ -222,77 +231,17 @@ def loads(text: str) -> Any:
     :raises ValueError: the text is not JSON.
     """
     try:
+        # The decoder's scanner straight away: stored text is compact, so it ends where the
+        # value ends; anything else (whitespace, trailing data, not JSON) goes to json.loads,
+        # which decodes or raises as usual.
+        value, end = _SCAN(text, 0)
+        if end == len(text):
+            return value
+        return json.loads(text)
+    except StopIteration:
         return json.loads(text)
     except RecursionError:
         return loads_iterative(text)
-
-
-def _leaf_problem(value: Any) -> str:
-    """Why JSON cannot hold a value that is not a container, or ``""``."""
-    if value is None or isinstance(value, (str, bool)):
-        return ""
-    if isinstance(value, int):
-        try:
-            str(value)
-        except ValueError:  # longer than sys.get_int_max_str_digits()
-            return (
-                f"an integer of more than {sys.get_int_max_str_digits():,} digits cannot be "
-                "written as JSON text"
-            )
-        return ""
-    if isinstance(value, float):
-        return "" if math.isfinite(value) else f"{value!r} is not a JSON number"
-    return f"a {type(value).__name__} value cannot be stored as JSON"
-
-
-def _children(container: Any) -> Iterator[tuple[str, Any, str]]:
-    """(path step, child, problem of its key) of each member of a container."""
-    if isinstance(container, Mapping):
-        for k, v in container.items():
-            ok = k is None or isinstance(k, (str, int, float))
-            yield f".{k}", v, "" if ok else f"key {k!r} is not a string"
-    else:
-        for i, v in enumerate(container):
-            yield f"[{i}]", v, ""
-
-
-def _find_bad_value(value: Any) -> tuple[str, str]:
-    """The path and the problem of the first value JSON cannot hold, or ``("", "")``.
-
-    Walked with an explicit stack (no recursion, so it works from any call depth); nesting
-    deeper than :data:`MAX_JSON_DEPTH` and a container that holds itself are problems too.
-    """
-    if not isinstance(value, (Mapping, list, tuple)):
-        problem = _leaf_problem(value)
-        return ("message", problem) if problem else ("", "")
-    open_ = {id(value)}
-    # each open container: its members still to look at, its path, itself
-    stack: list[tuple[Iterator[tuple[str, Any, str]], str, Any]] = [
-        (_children(value), "", value)
-    ]
-    while stack:
-        members, path, container = stack[-1]
-        step = next(members, None)
-        if step is None:
-            stack.pop()
-            open_.discard(id(container))
-            continue
-        name, child, key_problem = step
-        if key_problem:
-            return path or "message", key_problem
-        here = path + name if path else name.removeprefix(".")
-        if isinstance(child, (Mapping, list, tuple)):
-            if id(child) in open_:
-                return here, "a container that holds itself cannot be stored as JSON"
-            if len(stack) >= MAX_JSON_DEPTH:
-                return here, f"nested more than {MAX_JSON_DEPTH} levels deep"
-            open_.add(id(child))
-            stack.append((_children(child), here, child))
-            continue
-        problem = _leaf_problem(child)
-        if problem:
-            return here, problem
-    return "", ""
 
 
 def utf8_len(text: str) -> int:

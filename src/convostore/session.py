@@ -463,8 +463,9 @@ class Session:
             taking k messages reads fewer than 3k rows; the output is the exact reverse of the
             oldest-first read.
 
-        Oldest first: one content-free walk of the path (seqs and sizes only), then content in
-        windows of at most 50 rows and 4 MiB; earlier windows are not kept.
+        Oldest first: the path is planned without reading content (a linear conversation as
+        one range of rows), then read in windows of at most 50 rows and 4 MiB; earlier windows
+        are not kept.
         """
         _limits.check_id("leaf_id", leaf_id, optional=True)
         if newest_first:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ._schema import ATTACHMENT_REFS, LG_BLOBS, LG_CHECKPOINTS, LG_WRITES
-from .base import _batches, _marks
+from .base import _IN_BATCH, _batches, _marks
 
 
 class CheckpointRow(NamedTuple):
@@ -61,20 +61,37 @@ _PUT_CHECKPOINT = (
     "checkpoint = excluded.checkpoint, metadata = excluded.metadata, "
     "versions = excluded.versions, run_id = excluded.run_id"
 )
-_PUT_BLOB = (
+_PUT_BLOBS = (
     f"INSERT INTO {LG_BLOBS} (session_id, checkpoint_ns, channel, version, type, data, hash) "
-    "VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+    "VALUES {rows} ON CONFLICT DO NOTHING"
 )
+_BLOB_ROW = "(?,?,?,?,?,?,?)"
 _WRITE_COLS = (
     "session_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, data, hash, task_path"
 )
-_PUT_WRITE = f"INSERT INTO {LG_WRITES} ({_WRITE_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?) "
-_KEEP_WRITE = _PUT_WRITE + "ON CONFLICT DO NOTHING"
-_REPLACE_WRITE = _PUT_WRITE + (
+_WRITE_ROW = "(?,?,?,?,?,?,?,?,?,?)"
+_PUT_WRITES = f"INSERT INTO {LG_WRITES} ({_WRITE_COLS}) VALUES {{rows}} "
+_KEEP_WRITES = _PUT_WRITES + "ON CONFLICT DO NOTHING"
+_REPLACE_WRITES = _PUT_WRITES + (
     "ON CONFLICT (session_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET "
     "channel = excluded.channel, type = excluded.type, data = excluded.data, "
     "hash = excluded.hash, task_path = excluded.task_path"
 )
+
+
+def _rows(template: str, row: str, n: int) -> str:
+    """``template`` inserting ``n`` rows of placeholders ``row`` (one statement)."""
+    return template.replace("{rows}", ",".join([row] * n))
+
+
+def _flat(*head_and_rows: Any) -> list[Any]:
+    """The parameters of a multi-row insert: the leading values, then each row, per row."""
+    *head, rows = head_and_rows
+    params: list[Any] = []
+    for row in rows:
+        params.extend(head)
+        params.extend(row)
+    return params
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -103,6 +120,9 @@ class CheckpointSql:
     """A table function of the rows ``(key, value)`` of the JSON object ``c.versions``
     (SQLite's ``json_each``; PostgreSQL says ``jsonb_each_text(c.versions::jsonb)``)."""
     _LG_LATERAL = False
+    _LG_WRITABLE_CTE = False
+    """True where a ``WITH`` clause may hold an ``INSERT`` (PostgreSQL): a checkpoint and its
+    new values are then one statement."""
     """True where the engine has ``LATERAL``: each version is then looked up by a subquery with
     ``LIMIT 1``, which a planner cannot turn into a hash join over every stored version (SQLite
     has no ``LATERAL``, and keeps ``CROSS JOIN`` order: a key probe per version anyway)."""
@@ -130,8 +150,15 @@ class CheckpointSql:
         """Store a checkpoint and its new channel versions ``(channel, version, type, data,
         hash)``; a version already stored is left as it is."""
         session_id, ns = checkpoint.session_id, checkpoint.checkpoint_ns
-        if blobs:
-            self._many(_PUT_BLOB, [(session_id, ns, *blob) for blob in blobs])
+        if self._LG_WRITABLE_CTE and 0 < len(blobs) <= _IN_BATCH:
+            # One statement: the values' INSERT runs whether or not the outer one reads it.
+            self._run(
+                f"WITH b AS ({_rows(_PUT_BLOBS, _BLOB_ROW, len(blobs))}) {_PUT_CHECKPOINT}",
+                (*_flat(session_id, ns, blobs), *checkpoint, run_id),
+            )
+            return
+        for batch in _batches(blobs):
+            self._run(_rows(_PUT_BLOBS, _BLOB_ROW, len(batch)), _flat(session_id, ns, batch))
         self._run(_PUT_CHECKPOINT, (*checkpoint, run_id))
 
     def lg_put_writes(
@@ -144,11 +171,14 @@ class CheckpointSql:
     ) -> None:
         """Store pending writes ``(task_id, idx, channel, type, data, hash, task_path)``: kept
         if present, or replaced when ``replace`` (the special channels' writes)."""
-        if rows:
-            self._many(
-                _REPLACE_WRITE if replace else _KEEP_WRITE,
-                [(session_id, checkpoint_ns, checkpoint_id, *row) for row in rows],
-            )
+        if replace:
+            # One statement may not update a row twice: the last write of a key wins, as if
+            # the rows were written one by one.
+            rows = list({(row[0], row[1]): row for row in rows}.values())
+        template = _REPLACE_WRITES if replace else _KEEP_WRITES
+        for batch in _batches(rows):  # one statement per batch of rows
+            self._run(_rows(template, _WRITE_ROW, len(batch)),
+                      _flat(session_id, checkpoint_ns, checkpoint_id, batch))
 
     def lg_delete_thread(self, session_id: str) -> None:
         """Delete every checkpoint, value and write of a storage session."""

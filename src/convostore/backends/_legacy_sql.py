@@ -4,7 +4,8 @@ The behaviour of the lift (when to run, verification, what to drop, logging, the
 conversion) lives in :mod:`convostore._legacy`; :class:`LegacySql` holds the statements, and an
 engine subclass says how it orders rows by insertion, measures UTF-8 bytes, converts a legacy
 timestamp to epoch milliseconds and drops a table. A scope's operations carry their engine's
-instance as ``ops.legacy``; which tables exist is a catalog question of the operations
+instance as ``ops.legacy`` (PostgreSQL's, :class:`PostgresLegacySql`, is here, beside the
+statements, since it imports no driver); which tables exist is a catalog question of the operations
 themselves (``ops.existing_tables``).
 
 Legacy tables (behaviour.md §1.3, §1.4):
@@ -137,3 +138,41 @@ class LegacySql:
                 tuple(ids),
             )
         }
+
+
+class PostgresLegacySql(LegacySql):
+    """PostgreSQL: ``ctid`` order, ``TIMESTAMPTZ`` to epoch milliseconds, tables found in the
+    store's schema (the first of its ``search_path``)."""
+
+    _ORDER = "ctid"
+    _COLLATE = ' COLLATE "C"'  # our key columns are "C"; the legacy ones use the default
+
+    def _bytes(self, column: str) -> str:
+        return f"octet_length({column})"
+
+    def _ms(self, column: str) -> str:
+        return f"coalesce(floor(extract(epoch FROM {column}) * 1000)::bigint, 0)"
+
+    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
+        # The offsets are read first, by their own query: a subquery evaluated while the
+        # INSERT runs would walk the index entries of every row copied so far (quadratic).
+        # Usually no legacy session has rows here yet, and the offset is a plain 0.
+        tops = ops._all(
+            f"SELECT session_id, max(seq) FROM {table} WHERE session_id IN "
+            f'(SELECT DISTINCT session_id COLLATE "C" FROM {source}) GROUP BY session_id'
+        )
+        if not tops:
+            return self._numbered("0"), "", ()
+        join = (
+            " LEFT JOIN unnest(?::text[], ?::bigint[]) AS o(session_id, top) "
+            f"ON o.session_id = a.session_id{self._COLLATE}"
+        )
+        return (
+            self._numbered("coalesce(o.top, 0)"), join,
+            ([r[0] for r in tops], [int(r[1]) for r in tops]),
+        )
+
+    def drop(self, ops: Any, table: str) -> None:
+        # Inside DO: a DROP command tag would make psycopg discard its prepared statements in
+        # the middle of the write scope's pipeline.
+        ops._run(f"DO $$ BEGIN DROP TABLE IF EXISTS {table}; END $$")

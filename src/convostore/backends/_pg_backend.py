@@ -42,15 +42,31 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from ..errors import BackendError, SchemaTooNew, StoreClosed
-from ._legacy_sql import LegacySql
+from ._legacy_sql import PostgresLegacySql
 from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
 from ._pg_search import PG_TABLES
 from ._pg_signal import ListenSignal
 from ._pg_writes import LISTENING_LOCK, ChangeKeys, PostgresWriteOps
-from ._schema import ATTACHMENTS, FTS, MESSAGES, META, SCHEMA_VERSION, SESSION_STATE
+from ._schema import (
+    ATTACHMENTS,
+    DIRECTORY,
+    FTS,
+    MESSAGES,
+    META,
+    SCHEMA_VERSION,
+    SESSION_STATE,
+)
 from ._sql import SqlOps, _qualify
-from .base import Engine, _batches, _marks
+from ._window_sql import _CONTENT, _contiguous
+from .base import (
+    AppendProbe,
+    ContentRow,
+    Engine,
+    LeafProbe,
+    _batches,
+    _marks,
+)
 
 logger = logging.getLogger("convostore")
 
@@ -79,6 +95,21 @@ _LOCK_SESSION = (
 )
 
 
+# A write scope's append probe (SqlOps.append_probe) with the search index's probe beside it,
+# until the scope knows (one statement, one round trip, as on SQLite); the leaf probe's too.
+_APPEND_PROBE_FTS = (
+    f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ? AND id = ?), "
+    f"(SELECT id FROM {MESSAGES} WHERE session_id = ? ORDER BY seq DESC LIMIT 1), "
+    f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?), "
+    "EXISTS (SELECT 1 FROM pg_class WHERE relname = ? AND relnamespace = "
+    "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))"
+)
+_LEAF_PROBE_FTS = (
+    f"{_APPEND_PROBE_FTS}, (SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?), "
+    f"(SELECT t.run_bytes FROM {MESSAGES} t WHERE t.session_id = ? ORDER BY t.seq DESC LIMIT 1)"
+)
+
+
 def _ident(name: str) -> str:
     """``name`` as a quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
@@ -101,44 +132,6 @@ def _pg_walk(walk: str) -> str:
 
 
 
-class PostgresLegacySql(LegacySql):
-    """PostgreSQL: ``ctid`` order, ``TIMESTAMPTZ`` to epoch milliseconds, tables found in the
-    store's schema (the first of its ``search_path``)."""
-
-    _ORDER = "ctid"
-    _COLLATE = ' COLLATE "C"'  # our key columns are "C"; the legacy ones use the default
-
-    def _bytes(self, column: str) -> str:
-        return f"octet_length({column})"
-
-    def _ms(self, column: str) -> str:
-        return f"coalesce(floor(extract(epoch FROM {column}) * 1000)::bigint, 0)"
-
-    def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
-        # The offsets are read first, by their own query: a subquery evaluated while the
-        # INSERT runs would walk the index entries of every row copied so far (quadratic).
-        # Usually no legacy session has rows here yet, and the offset is a plain 0.
-        tops = ops._all(
-            f"SELECT session_id, max(seq) FROM {table} WHERE session_id IN "
-            f'(SELECT DISTINCT session_id COLLATE "C" FROM {source}) GROUP BY session_id'
-        )
-        if not tops:
-            return self._numbered("0"), "", ()
-        join = (
-            " LEFT JOIN unnest(?::text[], ?::bigint[]) AS o(session_id, top) "
-            f"ON o.session_id = a.session_id{self._COLLATE}"
-        )
-        return (
-            self._numbered("coalesce(o.top, 0)"), join,
-            ([r[0] for r in tops], [int(r[1]) for r in tops]),
-        )
-
-    def drop(self, ops: Any, table: str) -> None:
-        # Inside DO: a DROP command tag would make psycopg discard its prepared statements in
-        # the middle of the write scope's pipeline.
-        ops._run(f"DO $$ BEGIN DROP TABLE IF EXISTS {table}; END $$")
-
-
 # --- operations -------------------------------------------------------------------------------
 
 
@@ -149,6 +142,7 @@ class PostgresOps(PostgresWriteOps):
     _FOR_UPDATE = " FOR UPDATE"
     _LG_EACH = "jsonb_each_text(c.versions::jsonb)"
     _LG_LATERAL = True
+    _LG_WRITABLE_CTE = True
     legacy = PostgresLegacySql()
 
     def __init__(
@@ -159,19 +153,15 @@ class PostgresOps(PostgresWriteOps):
         self._writing = writing
         self._change_keys = changes  # the change log's lock keys and NOTIFY channel
         self._partitions = partitions  # tables created later (the search index) follow it
-        # A write scope sends its index probe with its first statement (append_row asks in
-        # its own); the scope's locks keep the answer valid until it ends (creating the index
-        # takes the store lock exclusively).
-        self._fts_pending = False
-        self._fts_probe: psycopg.Cursor[tuple[Any, ...]] | None = None
+        # Whether the search index exists, once asked in this scope. A write scope asks with
+        # its append probe (or on its own when something else needs it first): the scope's
+        # locks keep the answer valid until it ends (creating the index takes the store lock
+        # exclusively). A scope that writes no message never asks.
         self._fts: bool | None = None
         self._share_locked: set[str] = set()
         self._active = True  # False once the scope ended (its connection is back in the pool)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        if self._fts_pending:
-            self._fts_pending = False
-            self._fts_probe = self._run(PG_TABLES, ([FTS],))
         # A cursor per statement: in pipeline mode results arrive later, each to its cursor.
         return self._conn.cursor(row_factory=tuple_row).execute(_pg(sql), params)
 
@@ -185,6 +175,23 @@ class PostgresOps(PostgresWriteOps):
 
     def existing_tables(self, names: Sequence[str]) -> set[str]:
         return {r[0] for r in self._all(PG_TABLES, (list(names),))}
+
+    def append_probe(self, session_id: str, id: str) -> AppendProbe:
+        if not self._writing or self._fts is not None:
+            return super().append_probe(session_id, id)
+        row = self._one(_APPEND_PROBE_FTS, (session_id, id, session_id, session_id, FTS))
+        assert row is not None
+        self._fts = bool(row[3])
+        return bool(row[0]), row[1], int(row[2] or 0)
+
+    def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
+        if not self._writing or self._fts is not None:
+            return super().leaf_probe(session_id, id)
+        row = self._one(_LEAF_PROBE_FTS, (session_id, id, session_id, session_id, FTS,
+                                          session_id, session_id))
+        assert row is not None
+        self._fts = bool(row[3])
+        return LeafProbe(bool(row[0]), row[1], int(row[2] or 0), row[4], int(row[5] or 0))
 
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
         # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
@@ -211,6 +218,30 @@ class PostgresOps(PostgresWriteOps):
             f"(SELECT {cols} FROM {MESSAGES} WHERE session_id = ? AND {key} = k.v LIMIT 1) m",
             (list(keys), session_id),
         )
+
+    def _sized_rows(
+        self, session_id: str, seqs: Sequence[int], max_bytes: int
+    ) -> list[ContentRow]:
+        if len(seqs) < 2:
+            return super()._sized_rows(session_id, seqs, max_bytes)
+        # psycopg holds a statement's whole result in memory: the byte cut runs on the server,
+        # over a running total, so only the rows kept cross the wire.
+        sized = _CONTENT + ", bytes"
+        if _contiguous(seqs):
+            rows = (f"SELECT {sized} FROM {MESSAGES} WHERE session_id = ? "
+                    "AND seq BETWEEN ? AND ?")
+            params: tuple[Any, ...] = (session_id, seqs[0], seqs[-1])
+        else:
+            rows = (f"SELECT {_qualify('m', sized)} FROM unnest(?::bigint[]) AS k(v) CROSS JOIN "
+                    f"LATERAL (SELECT {sized} FROM {MESSAGES} WHERE session_id = ? "
+                    "AND seq = k.v LIMIT 1) m")
+            params = (list(seqs), session_id)
+        return [ContentRow(*r) for r in self._all(
+            f"SELECT {_CONTENT} FROM (SELECT {sized}, sum(bytes) OVER (ORDER BY seq ROWS "
+            f"UNBOUNDED PRECEDING) AS total FROM ({rows}) r) w "
+            "WHERE total <= ? OR total = bytes ORDER BY seq",
+            (*params, max_bytes),
+        )]
 
     # -- payload locks -------------------------------------------------------------------------
 
@@ -552,7 +583,8 @@ class PostgresBackend:
 
         The scope runs in pipeline mode: the BEGIN and the locks travel with the first query,
         and statements whose results nobody reads (inserts, the COMMIT) travel together, so a
-        plain append costs two round trips (BEGIN, locks and the probe; INSERT and COMMIT).
+        plain append costs two round trips (BEGIN, locks and the probe; INSERT and COMMIT) and
+        a scope that reads nothing one.
         """
         current = self._current()
         if current is not None and current._writing:
@@ -569,8 +601,6 @@ class PostgresBackend:
                                           partitions=self._partitions)
                         if self._fts_seen:
                             ops._fts = True  # a search table, once there, stays
-                        else:
-                            ops._fts_pending = True
                         with self._bound(ops, current):
                             yield ops
                         ops.flush_changes()  # the change log's rows and lock, last

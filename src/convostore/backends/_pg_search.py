@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ._partitions import partitioned
 from ._schema import FTS, MESSAGES
@@ -126,22 +125,16 @@ def index_source(text: str) -> str:
 class PostgresSearchOps(SqlOps):
     """The ``fts_*`` operations over the scope's connection (a mixin of ``PostgresOps``)."""
 
-    # Set by PostgresOps for each scope. A write scope sends its index probe with the BEGIN;
-    # the scope's locks keep the answer valid until it ends (creating the index takes the store
-    # lock exclusively).
+    # Set by PostgresOps for each scope. A write scope learns the answer with its append probe
+    # (or asks here); the scope's locks keep it valid until it ends (creating the index takes
+    # the store lock exclusively).
     _writing: bool
-    _fts_probe: Any
-    _fts_pending: bool
     _fts: bool | None
     _partitions: int | None
 
     def fts_exists(self) -> bool:
         if self._fts is None:
-            self._fts_pending = False  # asked now: no need to send the probe first
-            if self._fts_probe is not None:
-                found = self._fts_probe.fetchone() is not None
-            else:
-                found = self._one(PG_TABLES, ([FTS],)) is not None
+            found = self._one(PG_TABLES, ([FTS],)) is not None
             # Once there, the table stays; a "no" holds only under a write scope's locks.
             if found or self._writing:
                 self._fts = found

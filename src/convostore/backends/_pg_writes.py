@@ -174,7 +174,6 @@ class PostgresWriteOps(PostgresSearchOps):
 
     _conn: Any
     _change_keys: ChangeKeys | None
-    _fts_pending: bool
 
     # -- the append ----------------------------------------------------------------------------
 
@@ -182,7 +181,6 @@ class PostgresWriteOps(PostgresSearchOps):
         self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None
     ) -> Callable[[], Appended]:
         assert self._writing, "append_row outside a write scope"
-        self._fts_pending = False  # the statement asks the catalog itself
         text = index() if self._fts else ""
         params: dict[str, Any] = {
             "sid": row.session_id, "id": row.id, "given": link.parent_id, "role": row.role,

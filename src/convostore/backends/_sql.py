@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from ..codec import ROW_BUDGET
 from ._append_sql import AppendOps
@@ -31,6 +31,7 @@ from ._schema import (
     META,
     SESSION_STATE,
 )
+from ._window_sql import _CONTENT, WindowOps
 from .base import (
     AppendProbe,
     AttachmentMeta,
@@ -42,7 +43,6 @@ from .base import (
     PathArrays,
     PathRow,
     RowMeta,
-    RowSize,
     ScannedRow,
     SessionTotals,
     Suffix,
@@ -51,19 +51,10 @@ from .base import (
     _marks,
 )
 
-_CONTENT = "id, parent_id, seq, content, content_chunks, created_at"  # a ContentRow
-
 
 def _qualify(alias: str, cols: str) -> str:
     """The comma-separated columns ``cols`` prefixed with ``alias.``."""
     return ", ".join(f"{alias}.{c}" for c in cols.split(", "))
-
-
-def _newest(cols: str, *, bounded: bool) -> str:
-    """Columns ``cols`` of a session's rows newest first, ``LIMIT ?``; ``bounded`` adds
-    ``seq <= ?``: a range scan of the seq index either way."""
-    bound = " AND seq <= ?" if bounded else ""
-    return f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ?{bound} ORDER BY seq DESC LIMIT ?"
 
 
 def _now() -> int:
@@ -83,7 +74,9 @@ _FTS_DEFINITION = "fts_definition"
 """The meta key of what the search index holds for a message (recorded by its creation)."""
 
 
-class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql, AppendOps):
+class SqlOps(
+    RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql, WindowOps, AppendOps
+):
     """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
 
     # Row locks that make payload collection safe against a concurrent writer re-using the
@@ -325,37 +318,8 @@ class SqlOps(RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql, Ap
         rows.reverse()
         return Suffix(leaf, out, beyond, rows)
 
-    def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]:
-        """(id, parent_id, seq, stored bytes) of the ``limit`` newest rows, newest first; no
-        content is read."""
-        rows = self._all(_newest("id, parent_id, seq, bytes", bounded=False), (session_id, limit))
-        return cast("list[RowSize]", rows)  # the driver's rows are already these tuples
-
-    def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]:
-        """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest
-        first: a range scan of the seq index."""
-        if upto is None:
-            rows = self._all(_newest(_CONTENT, bounded=False), (session_id, limit))
-        else:
-            rows = self._all(_newest(_CONTENT, bounded=True), (session_id, upto, limit))
-        return [ContentRow(*r) for r in rows]
-
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]:
         return {r[0]: r[1] for r in self._by_key("id, seq", "id", session_id, list(ids))}
-
-    def content_rows_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[ContentRow]:
-        """The rows with these seqs (given strictly increasing, as along a path)."""
-        if len(seqs) > 2 and seqs[-1] - seqs[0] == len(seqs) - 1:
-            # A contiguous run (every window of a linear conversation): one range scan.
-            return [
-                ContentRow(*r)
-                for r in self._all(
-                    f"SELECT {_CONTENT} FROM {MESSAGES} "
-                    "WHERE session_id = ? AND seq BETWEEN ? AND ?",
-                    (session_id, seqs[0], seqs[-1]),
-                )
-            ]
-        return [ContentRow(*r) for r in self._by_key(_CONTENT, "seq", session_id, seqs)]
 
     def compactions(self, session_id: str) -> list[CompactionRow]:
         return [

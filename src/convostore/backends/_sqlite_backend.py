@@ -110,6 +110,8 @@ _FTS_DDL = (
     "content, content = '', tokenize = 'porter unicode61')"
 )
 _FTS_DOCSIZE = f"{FTS}_docsize"
+_UNINDEX_BATCH = 50
+"""Messages whose stored text is read at once to remove their entries."""
 _UNINDEXED_RID = (
     f"SELECT m.rid FROM {MESSAGES} m WHERE m.session_id = ? AND m.id = ? "
     f"AND NOT EXISTS (SELECT 1 FROM {_FTS_DOCSIZE} d WHERE d.id = m.rid)"
@@ -262,15 +264,15 @@ class SqliteOps(SqlOps):
             ), old_texts)
 
     def fts_clear(self, session_id: str, old_texts: OldTexts) -> None:
-        indexed = self._all(_INDEXED, (session_id,))
-        for batch in _batches(indexed):
-            self._unindex(batch, old_texts)
+        self._unindex(self._all(_INDEXED, (session_id,)), old_texts)
 
     def _unindex(self, indexed: Sequence[tuple[Any, ...]], old_texts: OldTexts) -> None:
         """Remove the entries of ``(id, rowid)`` pairs (messages of one session): a contentless
         table forgets an entry only when told the words it was indexed with."""
-        if not indexed:
-            return
+        for first in range(0, len(indexed), _UNINDEX_BATCH):  # bounded memory: texts are read
+            self._unindex_some(indexed[first:first + _UNINDEX_BATCH], old_texts)
+
+    def _unindex_some(self, indexed: Sequence[tuple[Any, ...]], old_texts: OldTexts) -> None:
         texts = old_texts([mid for mid, _rid in indexed])
         missing = [mid for mid, _rid in indexed if mid not in texts]
         if missing:  # only if a stored row changed outside convostore since it was indexed

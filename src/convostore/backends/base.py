@@ -86,6 +86,16 @@ class PathArrays:
     def __len__(self) -> int:
         return len(self.seqs)
 
+    def without(self, seqs: Iterable[int]) -> PathArrays:
+        """The path less the rows at ``seqs``."""
+        drop = set(seqs)
+        kept = [i for i, s in enumerate(self.seqs) if s not in drop]
+        return PathArrays(
+            array("q", (self.seqs[i] for i in kept)),
+            array("q", (self.bytes[i] for i in kept)),
+            array("q", (self.tokens[i] for i in kept)),
+        )
+
 
 class ContentRow(NamedTuple):
     """A message row's first slice and how many continuation rows follow it."""
@@ -341,8 +351,14 @@ class Ops(Protocol):
     def suffix(self, session_id: str, leaf_id: str | None, budget: int) -> Suffix: ...
     def seqs_of(self, session_id: str, ids: Sequence[str]) -> dict[str, int]: ...
     def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]: ...
+    def newest_rows(
+        self, session_id: str, leaf_id: str | None, limit: int
+    ) -> tuple[list[ContentRow], bool]: ...
+    def chain_heads(self, session_id: str, limit: int) -> list[tuple[int, int | None]]: ...
     def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]: ...
-    def content_rows_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[ContentRow]: ...
+    def content_rows_by_seq(
+        self, session_id: str, seqs: Sequence[int], max_bytes: int | None = None
+    ) -> list[ContentRow]: ...
     def session_summaries(self) -> list[SessionTotals]: ...
     def walk_up(
         self, session_id: str, leaf_id: str, stop_id: str, limit: int

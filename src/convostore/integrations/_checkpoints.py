@@ -54,6 +54,17 @@ def storage_id(thread_id: Any) -> str:
     return STORAGE_PREFIX + str(thread_id)
 
 
+_INLINE_TYPES = (type(None), bool, int, float)
+_INLINE_CHARS = 256
+
+
+def _inline(value: Any) -> bool:
+    """Whether a channel value is kept in its checkpoint's row: None, a bool, an int, a float or
+    a short str (exact types: a subclass may mean more to the serializer)."""
+    kind = type(value)
+    return kind in _INLINE_TYPES or (kind is str and len(value) <= _INLINE_CHARS)
+
+
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                              "checkpoint_id": checkpoint_id}}
@@ -132,19 +143,25 @@ class Checkpoints:
         sid = storage_id(thread_id)
         body: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = body.pop("channel_values", None) or {}
+        # Small scalars ride in the checkpoint row (as PostgresSaver keeps them): no value row
+        # to write, none to look up when the checkpoint is read.
+        inline = {ch: v for ch, v in values.items() if _inline(v)}
+        if inline:
+            body["channel_values"] = inline
         payloads: dict[str, bytes] = {}
         blobs = [
             (channel, str(version), *(
                 self._dump(values[channel], payloads) if channel in values
                 else ("empty", b"", None)
             ))
-            for channel, version in new_versions.items()
+            for channel, version in new_versions.items() if channel not in inline
         ]
         ctype, cbytes = self.serde.dumps_typed(body)
         meta = get_serializable_checkpoint_metadata(config, metadata)
         mtype, mbytes = self.serde.dumps_typed(meta)
+        # The versions whose values are value rows (what a read looks up).
         versions = json.dumps(
-            {ch: str(v) for ch, v in checkpoint["channel_versions"].items()},
+            {ch: str(v) for ch, v in checkpoint["channel_versions"].items() if ch not in inline},
             separators=(",", ":"), ensure_ascii=False,
         )
         row = CheckpointRow(
@@ -266,12 +283,15 @@ class Checkpoints:
         hashes = {r.hash for r in (*values, *writes) if r.data is None and r.hash}
         payloads = ops.attachment_data(sorted(hashes)) if hashes else {}
         body = self.serde.loads_typed((row.type, row.checkpoint))
+        channel_values = body.get("channel_values") or {}  # the inline ones
+        for r in values:
+            if r.type != "empty":
+                channel_values[r.key] = self._loads(r, payloads)
+        body["channel_values"] = channel_values
         thread_id = row.session_id[len(STORAGE_PREFIX):]
         return CheckpointTuple(
             config=config or _config(thread_id, row.checkpoint_ns, row.checkpoint_id),
-            checkpoint=cast(Checkpoint, {**body, "channel_values": {
-                r.key: self._loads(r, payloads) for r in values if r.type != "empty"
-            }}),
+            checkpoint=cast(Checkpoint, body),
             metadata=self._metadata(row),
             parent_config=(
                 _config(thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
