@@ -488,7 +488,13 @@ class PostgresBackend:
         if self._partitions is not None:
             steps = [partitioned(step, self._partitions) for step in plan.steps]
             plan = Migrations(plan.meta, steps)
-        version = migrate(cur.execute, rollback, plan, prepare=prepare)
+        try:
+            version = migrate(cur.execute, rollback, plan, prepare=prepare)
+        except psycopg.errors.UniqueViolation:
+            # Processes creating one new schema at once: CREATE SCHEMA IF NOT EXISTS can still
+            # collide in the catalog (seen through PgBouncer); it is rolled back and the schema
+            # now exists, so the step runs again and finds it.
+            version = migrate(cur.execute, rollback, plan, prepare=prepare)
         if version != SCHEMA_VERSION:
             logger.info("migrated PostgreSQL schema %r from version %d to %d",
                         self.schema, version, SCHEMA_VERSION)
