@@ -292,17 +292,10 @@ class Writer:
                 if mid in present:
                     slots.append(None)
                     continue
-                parent: str | None
-                if isinstance(parent_id, Unset):
-                    parent = leaf
-                elif verbatim:
-                    parent = parent_id
-                elif not parent_id:
-                    parent = None
-                else:
-                    known = parent_id == tail_id or parent_id in present or (
-                        ops.row_meta(sid, parent_id) is not None)
-                    parent = parent_id if known else None
+                # insert()'s rule, with the batch's own rows known without a lookup
+                parent = link_parent(
+                    _link(parent_id, verbatim=verbatim), tail_id, leaf,
+                    lambda pid: pid in present or ops.row_meta(sid, pid) is not None)
                 seq += 1
                 run = write_row(ops, prep, seq, parent, created_at,
                                 parent is not None and parent == tail_id, run, batch)
