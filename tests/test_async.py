@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
+import os
+import sys
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,6 +23,7 @@ from _helpers import ids, text
 from convostore import (
     AsyncSession,
     AsyncSessions,
+    Change,
     ChangeEvent,
     StoreClosed,
     create_compact_function,
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from conftest import BackendSpec
 
 Opener = Callable[..., Awaitable[AsyncSessions]]
+SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 
 @pytest.fixture
@@ -421,5 +427,58 @@ def test_history_errors_surface_on_the_first_step(aopen: Opener) -> None:
             await store.close()
             with pytest.raises(StoreClosed):
                 await iterator.__anext__()
+
+    run(main())
+
+
+# --- the change feed ------------------------------------------------------------------------
+
+
+@pytest.mark.requires("shared_across_processes")
+def test_async_watch_follows_another_process_and_resumes_from_a_kept_cursor(
+    aopen: Opener, backend_spec: BackendSpec
+) -> None:
+    """``async for`` over ``watch`` wakes on another process's commits, in cursor order,
+    while the loop stays free; a second watch from the last cursor kept goes on after it."""
+    writer = (
+        "import sys, json\n"
+        "from convostore import Sessions\n"
+        "with Sessions.open(sys.argv[1], **json.loads(sys.argv[2])) as store:\n"
+        "    s = store.session('w')\n"
+        "    for i in range(6):\n"
+        "        s.append_message({'id': f'w{i}', 'role': 'user',"
+        " 'parts': [{'type': 'text', 'text': str(i)}]})\n"
+    )
+
+    async def main() -> None:
+        async with await aopen() as store:
+            start = await store.change_cursor()
+            ticks = 0
+
+            async def tick() -> None:  # proves the loop is not blocked while watching
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticker = asyncio.create_task(tick())
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", writer, backend_spec.url, json.dumps(backend_spec.options),
+                env={**os.environ, "PYTHONPATH": SRC},
+            )
+            first: list[Change] = []
+            async for change in store.watch(since=start, timeout=60):
+                first.append(change)
+                if len(first) == 4:
+                    break  # as if the client went down here
+            assert await proc.wait() == 0
+            rest = [c async for c in store.watch(since=first[-1].cursor, timeout=0)]
+            ticker.cancel()
+            seen = first + rest
+            assert [c.message_id for c in seen] == [f"w{i}" for i in range(6)]
+            assert [c.cursor for c in seen] == sorted({c.cursor for c in seen})
+            assert ticks > 0
+            logged = await store.changes(start, limit=100)
+            assert [c.cursor for c in logged] == [c.cursor for c in seen]
 
     run(main())
