@@ -64,6 +64,7 @@ from .base import (
     ContentRow,
     Engine,
     LeafProbe,
+    ScopeRetry,
     _batches,
     _marks,
 )
@@ -505,13 +506,16 @@ class PostgresBackend:
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    def _begin(self, session_id: str | None) -> list[tuple[str, tuple[Any, ...]]]:
+    def _begin(self, session_id: str | None, session_lock: bool
+               ) -> list[tuple[str, tuple[Any, ...]]]:
         """BEGIN, search_path (user pool) and the locks; sent with the scope's first query."""
         steps: list[tuple[str, tuple[Any, ...]]] = [("BEGIN ISOLATION LEVEL READ COMMITTED", ())]
         if self._per_tx_path:
             steps.append(("SELECT set_config('search_path', %s, true)", (self._path,)))
         if self._locks == "advisory":
-            if session_id is None:
+            if not session_lock:
+                steps.append(("SELECT pg_advisory_xact_lock_shared(%s)", (self._store_key,)))
+            elif session_id is None:
                 steps.append(("SELECT pg_advisory_xact_lock(%s)", (self._store_key,)))
             else:
                 # Store key (shared) first, then the session's: one order for every writer.
@@ -526,11 +530,12 @@ class PostgresBackend:
         # session's. Both live with the session's data, so a sharded engine keeps them on the
         # session's shard. The state row is created first if missing (nothing else changes:
         # an absent row and epoch 0 read the same).
-        if session_id is None:
+        if session_id is None and session_lock:
             steps.append((_LOCK_STORE, ()))
         else:
             steps.append((_LOCK_SHARED, ()))
-            steps.append((_LOCK_SESSION, (session_id,)))
+            if session_lock:
+                steps.append((_LOCK_SESSION, (session_id,)))
         return steps
 
     def _current(self) -> PostgresOps | None:
@@ -583,9 +588,11 @@ class PostgresBackend:
             raise BackendError(f"PostgreSQL read failed: {exc}") from exc
 
     @contextmanager
-    def write(self, session_id: str | None) -> Iterator[PostgresOps]:
-        """One transaction holding the advisory lock of ``session_id`` (of the store if None);
-        committed when the body returns, rolled back if it raises.
+    def write(self, session_id: str | None, *, session_lock: bool = True
+              ) -> Iterator[PostgresOps]:
+        """One transaction holding the lock of ``session_id`` (of the store if None; with
+        ``session_lock`` False, only the store's shared lock); committed when the body
+        returns, rolled back if it raises.
 
         The scope runs in pipeline mode: the BEGIN and the locks travel with the first query,
         and statements whose results nobody reads (inserts, the COMMIT) travel together, so a
@@ -596,12 +603,13 @@ class PostgresBackend:
         if current is not None and current._writing:
             # A second connection would wait forever for the lock this thread holds.
             raise BackendError("a write scope is already open in this thread")
+        ops: PostgresOps | None = None
         try:
             with self._pool.connection() as conn:
                 switched = self._prepare_conn(conn)
                 try:
                     with _pipeline(conn):
-                        for statement, params in self._begin(session_id):
+                        for statement, params in self._begin(session_id, session_lock):
                             conn.execute(statement, params)
                         ops = PostgresOps(conn, writing=True, changes=self._change_log,
                                           partitions=self._partitions)
@@ -616,6 +624,12 @@ class PostgresBackend:
                 finally:
                     _end(conn, "ROLLBACK")
                     self._release_conn(conn, switched)
+        except psycopg.errors.DivisionByZero as exc:
+            if ops is None or not ops._strict:
+                raise BackendError(f"PostgreSQL write failed: {exc}") from exc
+            # A strict append met the search table (PostgresWriteOps.append_row): index now.
+            self._fts_seen = True
+            raise ScopeRetry("the search table appeared; run the write again") from exc
         except psycopg.Error as exc:
             raise BackendError(f"PostgreSQL write failed: {exc}") from exc
 
