@@ -545,7 +545,8 @@ class Backend(Protocol):
         ...
 
     def write(
-        self, session_id: str | None, *, session_lock: bool = True
+        self, session_id: str | None, *, session_lock: bool = True,
+        locked_statements: bool = False,
     ) -> AbstractContextManager[Ops]:
         """One transaction that serialises writers of ``session_id`` (all sessions if None).
 
@@ -553,6 +554,10 @@ class Backend(Protocol):
             ``None``), for writes whose rows concurrent writers of the session cannot make
             inconsistent (each keyed, written with ``ON CONFLICT``); an engine may still
             serialise more.
+        :param locked_statements: (with ``session_lock`` False) the body sends only
+            statements that take the store's shared lock themselves (the checkpointer's
+            ``lg_put`` and ``lg_put_writes``): the engine may skip its own lock and
+            transaction statements, the whole still all-or-nothing.
         """
         ...
 

@@ -94,8 +94,10 @@ class Checkpoints:
 
     # -- the engine ------------------------------------------------------------------------------
 
-    def _write(self, session_id: str | None, *, session_lock: bool = True) -> Any:
-        return self.store.core.backend.write(session_id, session_lock=session_lock)
+    def _write(self, session_id: str | None, *, session_lock: bool = True,
+               locked_statements: bool = False) -> Any:
+        return self.store.core.backend.write(session_id, session_lock=session_lock,
+                                             locked_statements=locked_statements)
 
     def _read(self) -> Any:
         return self.store.core.backend.read()
@@ -179,8 +181,10 @@ class Checkpoints:
         mirrored = plan is not None and bool(plan.new)
 
         def write() -> None:
+            # lg_put alone (no payload, no message) carries its own lock
             with self._write(plan.session_id if plan and mirrored else sid,
-                             session_lock=mirrored) as ops:
+                             session_lock=mirrored,
+                             locked_statements=not mirrored and not payloads) as ops:
                 if payloads:
                     self._store_payloads(ops, sid, payloads)
                 self._ops(ops).lg_put(row, None if run_id is None else str(run_id), blobs)
@@ -211,8 +215,9 @@ class Checkpoints:
             for idx, (channel, value) in enumerate(writes)
         ]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        # Each write is keyed (ON CONFLICT keeps or replaces it): no session lock needed.
-        with self._write(sid, session_lock=False) as ops:
+        # Each write is keyed (ON CONFLICT keeps or replaces it): no session lock needed, and
+        # without payloads lg_put_writes alone, which carries its own lock.
+        with self._write(sid, session_lock=False, locked_statements=not payloads) as ops:
             if payloads:
                 self._store_payloads(ops, sid, payloads)
             self._ops(ops).lg_put_writes(sid, ns, str(conf["checkpoint_id"]), rows, replace)
