@@ -102,6 +102,11 @@ class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a fro
     estimate: int
 
 
+def one_row(prep: Prepared) -> bool:
+    """Whether a prepared message is one row without payloads (``Ops.append_row``'s kind)."""
+    return len(prep.slices) == 1 and not prep.hashes and not prep.payloads
+
+
 class BatchRow(NamedTuple):
     """One message of :meth:`Writer.insert_batch`: prepared, with its parent and time."""
 
@@ -186,7 +191,7 @@ class Writer:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
         given, unchecked); its change-log position. None, with nothing written, when the id
         already exists."""
-        if not verbatim and len(prep.slices) == 1 and not prep.hashes and not prep.payloads:
+        if not verbatim and one_row(prep):
             appended = self._append_row(prep, parent_id, created_at)
             if appended.inserted is not None:
                 return self._core.changes.settled(appended.position) if appended.inserted \
@@ -227,7 +232,7 @@ class Writer:
         fails the scope with :class:`~.backends.base.ScopeRetry` (run the scope again). The
         result, called once the scope has committed: the change's position (watchers
         woken), or None when the id was already stored."""
-        if len(prep.slices) != 1 or prep.hashes or prep.payloads:
+        if not one_row(prep):
             return None
         done = self._append_op(ops, prep, parent_id, created_at, decline=False)
         changes = self._core.changes

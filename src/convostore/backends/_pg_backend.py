@@ -322,6 +322,9 @@ class PostgresBackend:
         if locks not in ("row", "advisory"):
             raise ValueError(f"locks must be 'row' or 'advisory', not {locks!r}")
         self._locks = locks
+        # Scopes may run in the pipeline's implicit transaction: row locks, and connections
+        # of the store's own (set to READ COMMITTED; no search_path set per transaction).
+        self._implicit = locks == "row" and pool is None and not transaction_pooler
         self._partitions = check_partitions(partitions)
         self._closed = False
         self._fts_seen = False  # once a scope saw the search table, write scopes skip asking
@@ -377,6 +380,9 @@ class PostgresBackend:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Set up a connection of the store's own pool (once, when it is opened)."""
+        if self._implicit:  # write scopes without BEGIN read committed, as the others do
+            conn.execute("SELECT set_config('default_transaction_isolation', "
+                         "'read committed', false)")
         if self._path is not None and not self._per_tx_path:
             conn.execute("SELECT set_config('search_path', %s, false)", (self._path,))
 
@@ -503,9 +509,12 @@ class PostgresBackend:
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    def _begin(self, session_id: str | None, session_lock: bool
+    def _begin(self, session_id: str | None, session_lock: bool, alone: bool
                ) -> list[tuple[str, tuple[Any, ...]]]:
-        """BEGIN, search_path (user pool) and the locks; sent with the scope's first query."""
+        """BEGIN, search_path (user pool) and the locks; sent with the scope's first query.
+        ``alone``: no transaction statement (the pipeline's implicit one), the locks only."""
+        if alone:
+            return [(LOCK_SESSION, (session_id,))] if session_lock else []
         steps: list[tuple[str, tuple[Any, ...]]] = [("BEGIN ISOLATION LEVEL READ COMMITTED", ())]
         if self._per_tx_path:
             steps.append(("SELECT set_config('search_path', %s, true)", (self._path,)))
@@ -589,9 +598,9 @@ class PostgresBackend:
               locked_statements: bool = False) -> Iterator[PostgresOps]:
         """One transaction holding the lock of ``session_id`` (of the store if None; with
         ``session_lock`` False, only the store's shared lock); committed when the body
-        returns, rolled back if it raises. With ``locked_statements`` (and no session lock)
-        the store's own pool runs the statements in the pipeline's implicit transaction: no
-        BEGIN, lock or COMMIT of their own.
+        returns, rolled back if it raises. With ``locked_statements`` the store's own pool
+        runs the statements in the pipeline's implicit transaction: no BEGIN or COMMIT, and
+        no lock statement but the session's.
 
         The scope runs in pipeline mode: the BEGIN and the locks travel with the first query,
         and statements whose results nobody reads (inserts, the COMMIT) travel together, so a
@@ -607,12 +616,10 @@ class PostgresBackend:
             with self._pool.connection() as conn:
                 switched = self._prepare_conn(conn)
                 try:
-                    # A user's pool or a pooler sets search_path per transaction: a real one.
-                    alone = (locked_statements and not session_lock and self._locks == "row"
-                             and not self._per_tx_path and not self._pooler)
+                    alone = locked_statements and self._implicit and (
+                        session_id is not None or not session_lock)
                     with pipeline(conn, abandon=alone):
-                        for statement, params in [] if alone else self._begin(
-                                session_id, session_lock):
+                        for statement, params in self._begin(session_id, session_lock, alone):
                             conn.execute(statement, params)
                         ops = PostgresOps(conn, writing=True, changes=self._change_log,
                                           partitions=self._partitions)

@@ -554,10 +554,11 @@ class Backend(Protocol):
             ``None``), for writes whose rows concurrent writers of the session cannot make
             inconsistent (each keyed, written with ``ON CONFLICT``); an engine may still
             serialise more.
-        :param locked_statements: (with ``session_lock`` False) the body sends only
-            statements that take the store's shared lock themselves (the checkpointer's
-            ``lg_put`` and ``lg_put_writes``): the engine may skip its own lock and
-            transaction statements, the whole still all-or-nothing.
+        :param locked_statements: the body sends statements one by one (no batch of
+            them) and, without ``session_lock``, only statements that take the store's
+            shared lock themselves (the checkpointer's ``lg_put`` and ``lg_put_writes``):
+            the engine may skip its transaction statements and all lock statements but the
+            session's, the whole still all-or-nothing.
         """
         ...
 

@@ -181,10 +181,12 @@ class Checkpoints:
         mirrored = plan is not None and bool(plan.new)
 
         def write() -> None:
-            # lg_put alone (no payload, no message) carries its own lock
+            # lg_put (no payload) carries its own lock; after the session's lock, each
+            # message of one row is one statement
             with self._write(plan.session_id if plan and mirrored else sid,
                              session_lock=mirrored,
-                             locked_statements=not mirrored and not payloads) as ops:
+                             locked_statements=not payloads and (
+                                 plan is None or plan.one_row_each)) as ops:
                 if payloads:
                     self._store_payloads(ops, sid, payloads)
                 self._ops(ops).lg_put(row, None if run_id is None else str(run_id), blobs)

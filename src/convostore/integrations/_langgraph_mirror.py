@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import BaseMessage, message_to_dict
 
-from .._writes import Prepared, Writer, now_ms
+from .._writes import Prepared, Writer, now_ms, one_row
 from ..backends.base import ScopeRetry
 from ..model import ChangeEvent
 from .langchain import to_stored
@@ -94,6 +94,12 @@ class Plan:
         default_factory=list)
     """Each message written, with its parent and, to call after the commit, its change's
     position (None: the id was stored already)."""
+
+    @property
+    def one_row_each(self) -> bool:
+        """Whether each new message is one row without payloads: :meth:`Mirror.write_in`
+        then sends one statement per message (``Ops.append_row``), no batch."""
+        return all(one_row(prep) for prep, _ in self.new)
 
 
 class Mirror:
