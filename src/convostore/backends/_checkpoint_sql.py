@@ -121,8 +121,9 @@ class CheckpointSql:
     (SQLite's ``json_each``; PostgreSQL says ``jsonb_each_text(c.versions::jsonb)``)."""
     _LG_LOCK: str | None = None
     """A ``WITH`` item that takes the store's shared write lock (PostgreSQL's): every write
-    of :meth:`lg_put` and :meth:`lg_put_writes` carries it, so a scope of those statements
-    alone needs no lock statement (``Backend.write(locked_statements=True)``)."""
+    of :meth:`lg_put` carries it, so a scope of those statements alone needs no lock
+    statement (``Backend.write(locked_statements=True)``). A prune reads a thread's values
+    after its checkpoints: a checkpoint committed in between would lose its new values."""
     _LG_LATERAL = False
     _LG_WRITABLE_CTE = False
     """True where a ``WITH`` clause may hold an ``INSERT`` (PostgreSQL): a checkpoint and its
@@ -191,7 +192,9 @@ class CheckpointSql:
             rows = list({(row[0], row[1]): row for row in rows}.values())
         template = _REPLACE_WRITES if replace else _KEEP_WRITES
         for batch in _batches(rows):  # one statement per batch of rows
-            self._run(self._lg_locked(_rows(template, _WRITE_ROW, len(batch))),
+            # No lock of its own: writes without payloads race no store-wide scope (each
+            # outcome is one a serial order gives); with payloads the scope locks.
+            self._run(_rows(template, _WRITE_ROW, len(batch)),
                       _flat(session_id, checkpoint_ns, checkpoint_id, batch))
 
     def lg_delete_thread(self, session_id: str) -> None:

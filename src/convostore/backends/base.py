@@ -556,7 +556,8 @@ class Backend(Protocol):
             serialise more.
         :param locked_statements: the body sends statements one by one (no batch of
             them) and, without ``session_lock``, only statements that take the store's
-            shared lock themselves (the checkpointer's ``lg_put`` and ``lg_put_writes``):
+            shared lock themselves (the checkpointer's ``lg_put``) or need none (its
+            ``lg_put_writes`` without payloads: no store-wide scope can tell the order):
             the engine may skip its transaction statements and all lock statements but the
             session's, the whole still all-or-nothing.
         """

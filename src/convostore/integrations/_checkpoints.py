@@ -218,7 +218,7 @@ class Checkpoints:
         ]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         # Each write is keyed (ON CONFLICT keeps or replaces it): no session lock needed, and
-        # without payloads lg_put_writes alone, which carries its own lock.
+        # without payloads (nothing a prune collects) no lock at all: lg_put_writes alone.
         with self._write(sid, session_lock=False, locked_statements=not payloads) as ops:
             if payloads:
                 self._store_payloads(ops, sid, payloads)
