@@ -129,12 +129,12 @@ def search_probe_sent(ops: Ops) -> bool:
 def hold_store_lock(conn: Any, store: Sessions) -> None:
     """Take, in ``conn``'s open transaction (another connection, same schema), the lock every
     writer of the store waits for: the messages table's lock that the store-wide scope takes."""
-    from convostore.backends._pg_backend import _LOCK_STORE
+    from convostore.backends._pg_scope import LOCK_STORE
 
     raw: Any = backend(store)
     schema = raw.schema
     conn.execute(f'SET LOCAL search_path TO "{schema}"' if schema else "SELECT 1")
-    conn.execute(_LOCK_STORE)
+    conn.execute(LOCK_STORE)
 
 
 # --- every table, every column (the directory tests: "nothing of the session is left") ------

@@ -403,3 +403,30 @@ def test_four_processes_writing_one_thread_lose_and_duplicate_nothing(
         wanted = [m.id for m in latest.checkpoint["channel_values"]["messages"]]
         path = store.session("shared").get_history(wanted[-1])
         assert [m["id"] for m in path] == wanted  # the latest checkpoint's conversation
+
+
+@pytest.mark.requires("shared_across_processes")
+def test_a_search_index_built_by_another_store_indexes_the_next_mirrored_messages(
+    backend_spec: BackendSpec,
+) -> None:
+    """A saver whose store never saw the search index, built meanwhile by another store (as
+    by another process), still indexes the messages it mirrors next, with their checkpoint."""
+    with Sessions.open(backend_spec.url, **backend_spec.options) as mine, \
+            Sessions.open(backend_spec.url, **backend_spec.options) as other:
+        saver = ConvostoreSaver(mine)
+        messages: list[Any] = [HumanMessage("the first words", id="a1")]
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": list(messages)}
+        cp["channel_versions"] = {"messages": saver.get_next_version(None, None)}
+        config = saver.put(_cfg("idx"), cp, {"step": 0}, dict(cp["channel_versions"]))
+        assert other.session("idx").search("zebra") == []  # builds the index
+        for i, text in enumerate(["a zebra crossing", "another zebra"], start=1):
+            messages.append(AIMessage(text, id=f"a{i + 1}"))
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"messages": list(messages)}
+            version = saver.get_next_version(str(i), None)
+            cp["channel_versions"] = {"messages": version}
+            config = saver.put(config, cp, {"step": i}, {"messages": version})
+        hits = other.session("idx").search("zebra")
+        assert sorted(h.id for h in hits) == ["a2", "a3"]
+        assert [m["id"] for m in mine.session("idx").get_history()] == ["a1", "a2", "a3"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -102,6 +102,11 @@ class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a fro
     estimate: int
 
 
+def one_row(prep: Prepared) -> bool:
+    """Whether a prepared message is one row without payloads (``Ops.append_row``'s kind)."""
+    return len(prep.slices) == 1 and not prep.hashes and not prep.payloads
+
+
 class BatchRow(NamedTuple):
     """One message of :meth:`Writer.insert_batch`: prepared, with its parent and time."""
 
@@ -186,7 +191,7 @@ class Writer:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
         given, unchecked); its change-log position. None, with nothing written, when the id
         already exists."""
-        if not verbatim and len(prep.slices) == 1 and not prep.hashes and not prep.payloads:
+        if not verbatim and one_row(prep):
             appended = self._append_row(prep, parent_id, created_at)
             if appended.inserted is not None:
                 return self._core.changes.settled(appended.position) if appended.inserted \
@@ -199,6 +204,12 @@ class Writer:
                     created_at: int) -> Appended:
         """The usual append (one row, no payload) as one engine operation, which an engine
         may send in one round trip (``Ops.append_row``)."""
+        with self._backend.write(self._sid) as ops:
+            done = self._append_op(ops, prep, parent_id, created_at, decline=True)
+        return done()
+
+    def _append_op(self, ops: Ops, prep: Prepared, parent_id: str | None | Unset,
+                   created_at: int, *, decline: bool) -> Callable[[], Appended]:
         sid, msg = self._sid, prep.message
         mid = msg["id"]
         # seq, parent, chained and run_bytes: the engine's (it reads the newest row)
@@ -206,11 +217,31 @@ class Writer:
                      created_at, prep.content_bytes, False, 0)
         change = self._core.changes.entry("append", sid, message_id=mid, leaf_id=mid)
         index = self._core.search_index
-        with self._backend.write(sid) as ops:
-            # the text the index holds for the stored form (no payload: the message itself)
-            done = ops.append_row(row, _link(parent_id, verbatim=False),
-                                  lambda: index.text(ops, msg), change)
-        return done()
+        # the text the index holds for the stored form (no payload: the message itself)
+        return ops.append_row(row, _link(parent_id, verbatim=False),
+                              lambda: index.text(ops, msg), change, decline)
+
+    def append_in(
+        self, ops: Ops, prep: Prepared, parent_id: str | None, created_at: int
+    ) -> Callable[[], int | None] | None:
+        """:meth:`insert_in` as one engine operation (``Ops.append_row``: an engine may send
+        it with the scope's other statements, no round trip of its own) for a message of one
+        row without payloads; None, with nothing done, for any other message.
+
+        The engine may not decline here: where it cannot tell whether to index the row, it
+        fails the scope with :class:`~.backends.base.ScopeRetry` (run the scope again). The
+        result, called once the scope has committed: the change's position (watchers
+        woken), or None when the id was already stored."""
+        if not one_row(prep):
+            return None
+        done = self._append_op(ops, prep, parent_id, created_at, decline=False)
+        changes = self._core.changes
+
+        def settled() -> int | None:
+            appended = done()
+            return changes.settled(appended.position) if appended.inserted else None
+
+        return settled
 
     def insert_in(
         self, ops: Ops, prep: Prepared, parent_id: str | None | Unset, created_at: int, *,

@@ -35,8 +35,10 @@ class AppendOps:
         raise NotImplementedError
 
     def append_row(
-        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None
+        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None,
+        decline: bool = True,
     ) -> Callable[[], Appended]:
+        # never declines: the scope asks for the search table itself
         sid = row.session_id
         exists, tail, top, chosen, run = self.leaf_probe(sid, row.id)
         if exists:

@@ -119,6 +119,11 @@ class CheckpointSql:
     _LG_EACH = "json_each(c.versions)"
     """A table function of the rows ``(key, value)`` of the JSON object ``c.versions``
     (SQLite's ``json_each``; PostgreSQL says ``jsonb_each_text(c.versions::jsonb)``)."""
+    _LG_LOCK: str | None = None
+    """A ``WITH`` item that takes the store's shared write lock (PostgreSQL's): every write
+    of :meth:`lg_put` carries it, so a scope of those statements alone needs no lock
+    statement (``Backend.write(locked_statements=True)``). A prune reads a thread's values
+    after its checkpoints: a checkpoint committed in between would lose its new values."""
     _LG_LATERAL = False
     _LG_WRITABLE_CTE = False
     """True where a ``WITH`` clause may hold an ``INSERT`` (PostgreSQL): a checkpoint and its
@@ -139,6 +144,14 @@ class CheckpointSql:
     def _many(self, sql: str, rows: Any) -> None:
         raise NotImplementedError
 
+    def _lg_locked(self, statement: str) -> str:
+        lock = self._LG_LOCK
+        if lock is None:
+            return statement
+        if statement.startswith("WITH "):
+            return f"WITH {lock}, {statement[5:]}"
+        return f"WITH {lock} {statement}"
+
     # -- writes --------------------------------------------------------------------------------
 
     def lg_put(
@@ -153,13 +166,15 @@ class CheckpointSql:
         if self._LG_WRITABLE_CTE and 0 < len(blobs) <= _IN_BATCH:
             # One statement: the values' INSERT runs whether or not the outer one reads it.
             self._run(
-                f"WITH b AS ({_rows(_PUT_BLOBS, _BLOB_ROW, len(blobs))}) {_PUT_CHECKPOINT}",
+                self._lg_locked(
+                    f"WITH b AS ({_rows(_PUT_BLOBS, _BLOB_ROW, len(blobs))}) {_PUT_CHECKPOINT}"),
                 (*_flat(session_id, ns, blobs), *checkpoint, run_id),
             )
             return
         for batch in _batches(blobs):
-            self._run(_rows(_PUT_BLOBS, _BLOB_ROW, len(batch)), _flat(session_id, ns, batch))
-        self._run(_PUT_CHECKPOINT, (*checkpoint, run_id))
+            self._run(self._lg_locked(_rows(_PUT_BLOBS, _BLOB_ROW, len(batch))),
+                      _flat(session_id, ns, batch))
+        self._run(self._lg_locked(_PUT_CHECKPOINT), (*checkpoint, run_id))
 
     def lg_put_writes(
         self,
@@ -177,6 +192,8 @@ class CheckpointSql:
             rows = list({(row[0], row[1]): row for row in rows}.values())
         template = _REPLACE_WRITES if replace else _KEEP_WRITES
         for batch in _batches(rows):  # one statement per batch of rows
+            # No lock of its own: writes without payloads race no store-wide scope (each
+            # outcome is one a serial order gives); with payloads the scope locks.
             self._run(_rows(template, _WRITE_ROW, len(batch)),
                       _flat(session_id, checkpoint_ns, checkpoint_id, batch))
 

@@ -45,6 +45,14 @@ from ..errors import BackendError, SchemaTooNew, StoreClosed
 from ._legacy_sql import PostgresLegacySql
 from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
+from ._pg_scope import (
+    LOCK_SESSION,
+    LOCK_SHARED,
+    LOCK_STORE,
+    SHARED_LOCK_CTE,
+    end,
+    pipeline,
+)
 from ._pg_search import PG_TABLES
 from ._pg_signal import ListenSignal
 from ._pg_writes import LISTENING_LOCK, ChangeKeys, PostgresWriteOps
@@ -55,7 +63,6 @@ from ._schema import (
     MESSAGES,
     META,
     SCHEMA_VERSION,
-    SESSION_STATE,
 )
 from ._sql import SqlOps, _qualify
 from ._window_sql import _CONTENT, _contiguous
@@ -64,6 +71,7 @@ from .base import (
     ContentRow,
     Engine,
     LeafProbe,
+    ScopeRetry,
     _batches,
     _marks,
 )
@@ -83,17 +91,6 @@ def _key(*parts: str) -> int:
     """A signed 64-bit advisory lock key for ``parts`` (a collision only serialises more)."""
     data = "\x00".join(parts).encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
-
-# Per-session write order by row locks (see PostgresBackend._begin).
-_LOCK_STORE = f"LOCK TABLE {MESSAGES} IN SHARE ROW EXCLUSIVE MODE"
-_LOCK_SHARED = f"LOCK TABLE {MESSAGES} IN ROW EXCLUSIVE MODE"
-# One statement creates the state row if missing and locks it either way: PostgreSQL locks the
-# conflicting row for ON CONFLICT DO UPDATE even when its WHERE updates nothing.
-_LOCK_SESSION = (
-    f"INSERT INTO {SESSION_STATE} AS s (session_id, epoch) VALUES (%s, 0) "
-    "ON CONFLICT (session_id) DO UPDATE SET epoch = s.epoch WHERE false"
-)
-
 
 # A write scope's append probe (SqlOps.append_probe) with the search index's probe beside it,
 # until the scope knows (one statement, one round trip, as on SQLite); the leaf probe's too.
@@ -141,6 +138,7 @@ class PostgresOps(PostgresWriteOps):
     _FOR_SHARE = " FOR SHARE"
     _FOR_UPDATE = " FOR UPDATE"
     _LG_EACH = "jsonb_each_text(c.versions::jsonb)"
+    _LG_LOCK = SHARED_LOCK_CTE
     _LG_LATERAL = True
     _LG_WRITABLE_CTE = True
     legacy = PostgresLegacySql()
@@ -324,6 +322,9 @@ class PostgresBackend:
         if locks not in ("row", "advisory"):
             raise ValueError(f"locks must be 'row' or 'advisory', not {locks!r}")
         self._locks = locks
+        # Scopes may run in the pipeline's implicit transaction: row locks, and connections
+        # of the store's own (set to READ COMMITTED; no search_path set per transaction).
+        self._implicit = locks == "row" and pool is None and not transaction_pooler
         self._partitions = check_partitions(partitions)
         self._closed = False
         self._fts_seen = False  # once a scope saw the search table, write scopes skip asking
@@ -379,6 +380,9 @@ class PostgresBackend:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Set up a connection of the store's own pool (once, when it is opened)."""
+        if self._implicit:  # write scopes without BEGIN read committed, as the others do
+            conn.execute("SELECT set_config('default_transaction_isolation', "
+                         "'read committed', false)")
         if self._path is not None and not self._per_tx_path:
             conn.execute("SELECT set_config('search_path', %s, false)", (self._path,))
 
@@ -505,13 +509,19 @@ class PostgresBackend:
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    def _begin(self, session_id: str | None) -> list[tuple[str, tuple[Any, ...]]]:
-        """BEGIN, search_path (user pool) and the locks; sent with the scope's first query."""
+    def _begin(self, session_id: str | None, session_lock: bool, alone: bool
+               ) -> list[tuple[str, tuple[Any, ...]]]:
+        """BEGIN, search_path (user pool) and the locks; sent with the scope's first query.
+        ``alone``: no transaction statement (the pipeline's implicit one), the locks only."""
+        if alone:
+            return [(LOCK_SESSION, (session_id,))] if session_lock else []
         steps: list[tuple[str, tuple[Any, ...]]] = [("BEGIN ISOLATION LEVEL READ COMMITTED", ())]
         if self._per_tx_path:
             steps.append(("SELECT set_config('search_path', %s, true)", (self._path,)))
         if self._locks == "advisory":
-            if session_id is None:
+            if not session_lock:
+                steps.append(("SELECT pg_advisory_xact_lock_shared(%s)", (self._store_key,)))
+            elif session_id is None:
                 steps.append(("SELECT pg_advisory_xact_lock(%s)", (self._store_key,)))
             else:
                 # Store key (shared) first, then the session's: one order for every writer.
@@ -525,12 +535,13 @@ class PostgresBackend:
         # store-wide scope excludes them and each other), the session's state row for the
         # session's. Both live with the session's data, so a sharded engine keeps them on the
         # session's shard. The state row is created first if missing (nothing else changes:
-        # an absent row and epoch 0 read the same).
-        if session_id is None:
-            steps.append((_LOCK_STORE, ()))
+        # an absent row and epoch 0 read the same). A session's are one statement (_pg_scope).
+        if not session_lock:
+            steps.append((LOCK_SHARED, ()))
+        elif session_id is None:
+            steps.append((LOCK_STORE, ()))
         else:
-            steps.append((_LOCK_SHARED, ()))
-            steps.append((_LOCK_SESSION, (session_id,)))
+            steps.append((LOCK_SESSION, (session_id,)))
         return steps
 
     def _current(self) -> PostgresOps | None:
@@ -574,7 +585,7 @@ class PostgresBackend:
                             yield ops
                     finally:
                         if local:
-                            _end(conn, "COMMIT")
+                            end(conn, "COMMIT")
                     if ops._fts:  # the store may never ask a write scope again
                         self._fts_seen = True
                 finally:
@@ -583,9 +594,13 @@ class PostgresBackend:
             raise BackendError(f"PostgreSQL read failed: {exc}") from exc
 
     @contextmanager
-    def write(self, session_id: str | None) -> Iterator[PostgresOps]:
-        """One transaction holding the advisory lock of ``session_id`` (of the store if None);
-        committed when the body returns, rolled back if it raises.
+    def write(self, session_id: str | None, *, session_lock: bool = True,
+              locked_statements: bool = False) -> Iterator[PostgresOps]:
+        """One transaction holding the lock of ``session_id`` (of the store if None; with
+        ``session_lock`` False, only the store's shared lock); committed when the body
+        returns, rolled back if it raises. With ``locked_statements`` the store's own pool
+        runs the statements in the pipeline's implicit transaction: no BEGIN or COMMIT, and
+        no lock statement but the session's.
 
         The scope runs in pipeline mode: the BEGIN and the locks travel with the first query,
         and statements whose results nobody reads (inserts, the COMMIT) travel together, so a
@@ -596,12 +611,15 @@ class PostgresBackend:
         if current is not None and current._writing:
             # A second connection would wait forever for the lock this thread holds.
             raise BackendError("a write scope is already open in this thread")
+        ops: PostgresOps | None = None
         try:
             with self._pool.connection() as conn:
                 switched = self._prepare_conn(conn)
                 try:
-                    with _pipeline(conn):
-                        for statement, params in self._begin(session_id):
+                    alone = locked_statements and self._implicit and (
+                        session_id is not None or not session_lock)
+                    with pipeline(conn, abandon=alone):
+                        for statement, params in self._begin(session_id, session_lock, alone):
                             conn.execute(statement, params)
                         ops = PostgresOps(conn, writing=True, changes=self._change_log,
                                           partitions=self._partitions)
@@ -610,12 +628,19 @@ class PostgresBackend:
                         with self._bound(ops, current):
                             yield ops
                         ops.flush_changes()  # the change log's rows and lock, last
-                        conn.execute("COMMIT")
+                        if not alone:
+                            conn.execute("COMMIT")
                     if ops._fts:
                         self._fts_seen = True
                 finally:
-                    _end(conn, "ROLLBACK")
+                    end(conn, "ROLLBACK")
                     self._release_conn(conn, switched)
+        except psycopg.errors.DivisionByZero as exc:
+            if ops is None or not ops._strict:
+                raise BackendError(f"PostgreSQL write failed: {exc}") from exc
+            # A strict append met the search table (PostgresWriteOps.append_row): index now.
+            self._fts_seen = True
+            raise ScopeRetry("the search table appeared; run the write again") from exc
         except psycopg.Error as exc:
             raise BackendError(f"PostgreSQL write failed: {exc}") from exc
 
@@ -638,33 +663,6 @@ class PostgresBackend:
         self._closed = True
         if self._own_pool:
             self._pool.close()
-
-
-@contextmanager
-def _pipeline(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """Pipeline mode for a scope; when the body fails, errors of the final sync are dropped
-    (the body's exception is the one that counts, and the transaction is rolled back)."""
-    pipeline = conn.pipeline()
-    pipeline.__enter__()
-    try:
-        yield
-    except BaseException:
-        try:
-            pipeline.__exit__(None, None, None)
-        except psycopg.Error:
-            pass
-        raise
-    pipeline.__exit__(None, None, None)
-
-
-def _end(conn: psycopg.Connection[Any], command: str) -> None:
-    """End the scope's transaction if one is open; a broken connection is left to the pool."""
-    if conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        return
-    try:
-        conn.execute(command)
-    except psycopg.Error:
-        logger.debug("could not %s a PostgreSQL transaction", command, exc_info=True)
 
 
 def has_store(conninfo: str, redact: Callable[[str], str]) -> bool:

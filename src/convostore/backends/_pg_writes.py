@@ -101,11 +101,12 @@ _FIRST_MISSING = (
 )
 
 
-@lru_cache(maxsize=16)
-def _append_sql(rule: str, mode: str, change: bool) -> str:
+@lru_cache(maxsize=32)
+def _append_sql(rule: str, mode: str, change: bool, strict: bool = False) -> str:
     """The one-statement append for a link rule; ``mode``: ``"index"`` the row (the search
     table is known to exist), ``"check"`` that the search table is absent, or ``"skip"``
-    both; ``change``: log the change."""
+    both; ``change``: log the change; ``strict`` (with ``"check"``): fail the statement
+    (division by zero) rather than write nothing when the search table is there."""
     parent = {
         "leaf": "coalesce(nullif(p.chosen, ''), p.tail)",
         "given": "%(given)s::text",
@@ -149,7 +150,9 @@ def _append_sql(rule: str, mode: str, change: bool) -> str:
             f"f AS (INSERT INTO {FTS} (session_id, id, tsv) SELECT %(sid)s, %(id)s, "
             f"to_tsvector('{TS_CONFIG}', %(source)s) FROM ins "
             "ON CONFLICT (session_id, id) DO NOTHING)")
-    select = "SELECT p.dup, p.blocked, NULL::bigint FROM p"
+    # the divisor is a column, never folded into a constant when the statement is planned
+    guard = ", 1 / (NOT p.blocked)::int" if strict and mode == "check" else ""
+    select = f"SELECT p.dup, p.blocked, NULL::bigint{guard} FROM p"
     if change:
         parts += [
             "dr AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%(flags)s, 0) AS x "
@@ -163,7 +166,7 @@ def _append_sql(rule: str, mode: str, change: bool) -> str:
         select = (
             "SELECT p.dup, p.blocked, (SELECT pos FROM h), (SELECT count(*) FROM dn), "
             f"(SELECT count(*) FROM (SELECT pg_notify(%(chan)s, '') FROM dr WHERE {_LISTENED})"
-            " AS n) FROM p"
+            f" AS n){guard} FROM p"
         )
     return "WITH " + ",\n".join(parts) + "\n" + select
 
@@ -174,11 +177,15 @@ class PostgresWriteOps(PostgresSearchOps):
 
     _conn: Any
     _change_keys: ChangeKeys | None
+    _strict = False
+    """Whether the scope sent an append that fails rather than decline (see the backend's
+    ``write``, which turns that failure into ``ScopeRetry``)."""
 
     # -- the append ----------------------------------------------------------------------------
 
     def append_row(
-        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None
+        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None,
+        decline: bool = True,
     ) -> Callable[[], Appended]:
         assert self._writing, "append_row outside a write scope"
         text = index() if self._fts else ""
@@ -200,7 +207,9 @@ class PostgresWriteOps(PostgresSearchOps):
         # The search table: known to exist, index the row (nothing to index: skip); not
         # known, check that it is absent.
         mode = "check" if not self._fts else "index" if text else "skip"
-        sql = _append_sql(link.rule, mode, change is not None)
+        strict = not decline and mode == "check"
+        self._strict = self._strict or strict
+        sql = _append_sql(link.rule, mode, change is not None, strict)
         cursor = self._conn.cursor().execute(sql, params)
 
         def answer() -> Appended:

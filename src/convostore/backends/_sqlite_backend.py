@@ -451,8 +451,10 @@ class SqliteBackend:
             except sqlite3.Error as exc:
                 raise BackendError(f"SQLite read failed: {exc}") from exc
 
-    def write(self, session_id: str | None) -> _WriteScope:
-        """One ``BEGIN IMMEDIATE`` transaction; rolled back if the body raises."""
+    def write(self, session_id: str | None, *, session_lock: bool = True,
+              locked_statements: bool = False) -> _WriteScope:
+        """One ``BEGIN IMMEDIATE`` transaction (every writer's, whatever ``session_lock``
+        and ``locked_statements`` say); rolled back if the body raises."""
         return _WriteScope(self)
 
     def change_signal(self) -> DataVersionSignal | None:

@@ -254,6 +254,13 @@ class Appended(NamedTuple):
     """The logged change's position (None when nothing was logged)."""
 
 
+class ScopeRetry(Exception):
+    """A write scope was rolled back for a reason that running it again resolves: an
+    :meth:`Ops.append_row` that may not decline met a schema this process had not seen (the
+    search table, made meanwhile by another process). Nothing was written; the engine knows
+    now, and the same scope run again succeeds."""
+
+
 @dataclass(frozen=True)
 class FtsHit:
     """A full-text hit as the engine ranks it (best first): its message row, whose stored
@@ -413,7 +420,8 @@ class Ops(Protocol):
 
     # -- writes --------------------------------------------------------------------------------
     def append_row(
-        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None
+        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None,
+        decline: bool = True,
     ) -> Callable[[], Appended]:
         """Insert the message ``row`` (one row: no continuation, no payload) unless its id is
         stored in the session. Its ``seq``, ``parent_id``, ``chained`` and ``run_bytes`` are the
@@ -423,6 +431,10 @@ class Ops(Protocol):
         index exists (``index()`` gives the text, as ``fts_insert`` takes it, asked only then;
         empty: none) and the change ``change`` (logged with the parent chosen). The answer is
         read once the scope has committed; an engine may send the whole write at once.
+
+        :param decline: whether the engine may decline (``Appended.inserted`` None); if not,
+            where it would have declined it fails the scope with :class:`ScopeRetry` instead,
+            so the caller's other writes in the scope never commit without the row.
         """
         ...
     def insert_message(self, row: NewRow) -> None: ...
@@ -532,8 +544,23 @@ class Backend(Protocol):
         """A scope for reads; not necessarily a transaction."""
         ...
 
-    def write(self, session_id: str | None) -> AbstractContextManager[Ops]:
-        """One transaction that serialises writers of ``session_id`` (all sessions if None)."""
+    def write(
+        self, session_id: str | None, *, session_lock: bool = True,
+        locked_statements: bool = False,
+    ) -> AbstractContextManager[Ops]:
+        """One transaction that serialises writers of ``session_id`` (all sessions if None).
+
+        :param session_lock: False: the scope excludes only the store-wide scopes (those of
+            ``None``), for writes whose rows concurrent writers of the session cannot make
+            inconsistent (each keyed, written with ``ON CONFLICT``); an engine may still
+            serialise more.
+        :param locked_statements: the body sends statements one by one (no batch of
+            them) and, without ``session_lock``, only statements that take the store's
+            shared lock themselves (the checkpointer's ``lg_put``) or need none (its
+            ``lg_put_writes`` without payloads: no store-wide scope can tell the order):
+            the engine may skip its transaction statements and all lock statements but the
+            session's, the whole still all-or-nothing.
+        """
         ...
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ and :mod:`._pg_backend` (the operations and the backend); without psycopg,
 - A write scope is one ``READ COMMITTED`` transaction that first takes ``ROW EXCLUSIVE`` on the
   messages table (the store's lock, shared by writers) and then the row lock of the session's
   state row (one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE false``: created if missing,
-  locked either way), so the next ``seq`` and the
+  locked either way; one statement takes both, see :mod:`._pg_scope`), so the next ``seq`` and the
   active leaf derived inside it are those of the previous writer's commit; ``write(None)``
   (index creation, each short backfill step) takes ``SHARE ROW EXCLUSIVE`` on the messages table,
   excluding writers and other such scopes. Every writer takes the same locks in the same order,

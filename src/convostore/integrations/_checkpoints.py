@@ -33,7 +33,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..backends._checkpoint_sql import CheckpointRow, CheckpointSql, Loaded, ValueRow
 from ..codec import ROW_BUDGET
-from ._langgraph_mirror import Mirror, mirror_session_id
+from ._langgraph_mirror import Mirror, mirror_session_id, retried
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -94,8 +94,10 @@ class Checkpoints:
 
     # -- the engine ------------------------------------------------------------------------------
 
-    def _write(self, session_id: str | None) -> Any:
-        return self.store.core.backend.write(session_id)
+    def _write(self, session_id: str | None, *, session_lock: bool = True,
+               locked_statements: bool = False) -> Any:
+        return self.store.core.backend.write(session_id, session_lock=session_lock,
+                                             locked_statements=locked_statements)
 
     def _read(self) -> Any:
         return self.store.core.backend.read()
@@ -173,14 +175,25 @@ class Checkpoints:
         plan = None
         if channel is not None and channel in new_versions and channel in values:
             plan = self.mirror.plan(mirror_session_id(thread_id, ns), values[channel])
-        # With new messages, the scope serialises the mirror session's writers (the checkpoint
-        # rows need no lock of their own: each is written once, by id).
-        with self._write(plan.session_id if plan and plan.new else sid) as ops:
-            if payloads:
-                self._store_payloads(ops, sid, payloads)
-            self._ops(ops).lg_put(row, None if run_id is None else str(run_id), blobs)
-            if plan is not None:
-                self.mirror.write_in(ops, plan)
+        # With new messages, the scope serialises the mirror session's writers; the checkpoint
+        # rows need no lock of their own (each is written once, by id): without new messages
+        # the scope excludes only the store-wide ones (prune, delete_thread).
+        mirrored = plan is not None and bool(plan.new)
+
+        def write() -> None:
+            # lg_put (no payload) carries its own lock; after the session's lock, each
+            # message of one row is one statement
+            with self._write(plan.session_id if plan and mirrored else sid,
+                             session_lock=mirrored,
+                             locked_statements=not payloads and (
+                                 plan is None or plan.one_row_each)) as ops:
+                if payloads:
+                    self._store_payloads(ops, sid, payloads)
+                self._ops(ops).lg_put(row, None if run_id is None else str(run_id), blobs)
+                if plan is not None:
+                    self.mirror.write_in(ops, plan)
+
+        retried(write)
         if plan is not None:
             self.mirror.committed(plan)
         return _config(thread_id, ns, checkpoint["id"])
@@ -204,7 +217,9 @@ class Checkpoints:
             for idx, (channel, value) in enumerate(writes)
         ]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-        with self._write(sid) as ops:
+        # Each write is keyed (ON CONFLICT keeps or replaces it): no session lock needed, and
+        # without payloads (nothing a prune collects) no lock at all: lg_put_writes alone.
+        with self._write(sid, session_lock=False, locked_statements=not payloads) as ops:
             if payloads:
                 self._store_payloads(ops, sid, payloads)
             self._ops(ops).lg_put_writes(sid, ns, str(conf["checkpoint_id"]), rows, replace)

@@ -9,7 +9,9 @@ session's latest leaf. A message without an id gets one derived from its parent'
 content, so writing the same list twice adds nothing.
 
 The new messages are appended in the checkpoint's own transaction (:meth:`Mirror.write_in`),
-so a checkpoint and its conversation commit together. Which messages are new is known without
+so a checkpoint and its conversation commit together; a message of one row is appended as one
+engine operation (on PostgreSQL one statement, sent with the checkpoint's: the whole put is
+one round trip). Which messages are new is known without
 a read when this saver mirrored the list's previous state (a per-saver memory of the last
 list mirrored per session, checked message by message); otherwise the session is probed from
 the newest message back until a stored one is found (usually one or two reads).
@@ -20,15 +22,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from threading import Lock
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import BaseMessage, message_to_dict
 
-from .._changes import Logged
-from .._writes import Prepared, Writer, now_ms
+from .._writes import Prepared, Writer, now_ms, one_row
+from ..backends.base import ScopeRetry
 from ..model import ChangeEvent
 from .langchain import to_stored
 
@@ -38,6 +40,18 @@ if TYPE_CHECKING:
 
 _REMEMBERED = 256
 """How many sessions' last mirrored lists a saver remembers."""
+
+T = TypeVar("T")
+
+
+def retried(write: Callable[[], T]) -> T:
+    """Run ``write`` (a write scope holding :meth:`Mirror.write_in`) and, if the engine rolled
+    it back to be run again (:class:`~convostore.backends.base.ScopeRetry`: nothing was
+    written), run it once more."""
+    try:
+        return write()
+    except ScopeRetry:
+        return write()
 
 
 def mirror_session_id(thread_id: str, checkpoint_ns: str = "") -> str:
@@ -76,7 +90,16 @@ class Plan:
     writer: Writer
     new: list[tuple[Prepared, str | None]] = field(default_factory=list)
     """Each new message, prepared, with the id of its parent (None: a root)."""
-    inserted: list[tuple[Prepared, str | None, Logged]] = field(default_factory=list)
+    inserted: list[tuple[Prepared, str | None, Callable[[], int | None]]] = field(
+        default_factory=list)
+    """Each message written, with its parent and, to call after the commit, its change's
+    position (None: the id was stored already)."""
+
+    @property
+    def one_row_each(self) -> bool:
+        """Whether each new message is one row without payloads: :meth:`Mirror.write_in`
+        then sends one statement per message (``Ops.append_row``), no batch."""
+        return all(one_row(prep) for prep, _ in self.new)
 
 
 class Mirror:
@@ -143,10 +166,16 @@ class Mirror:
         """Append the plan's new messages in the caller's write scope (which must serialise
         the writers of ``plan.session_id``); one already stored is left as it is."""
         created = now_ms()
+        writer = plan.writer
+        plan.inserted.clear()  # a scope run again starts over
         for prep, parent in plan.new:
-            logged = plan.writer.insert_in(ops, prep, parent, created, verbatim=False)
-            if logged is not None:
-                plan.inserted.append((prep, parent, logged))
+            settled = writer.append_in(ops, prep, parent, created)
+            if settled is None:  # continuation rows or payloads: the general way
+                logged = writer.insert_in(ops, prep, parent, created, verbatim=False)
+                if logged is None:
+                    continue
+                settled = logged.committed
+            plan.inserted.append((prep, parent, settled))
 
     def committed(self, plan: Plan) -> None:
         """After the transaction committed: remember the list, tell the listeners."""
@@ -156,9 +185,9 @@ class Mirror:
             while len(self._last) > _REMEMBERED:
                 self._last.popitem(last=False)
         events = self.store.core.events
-        for prep, parent, logged in plan.inserted:
-            cursor = logged.committed()  # wakes this process's watchers too
-            if events.listened:
+        for prep, parent, settled in plan.inserted:
+            cursor = settled()  # wakes this process's watchers too
+            if cursor is not None and events.listened:
                 events.emit(ChangeEvent("append", plan.session_id, message=prep.message,
                                         parent_id=parent, inserted=True, cursor=cursor))
 
@@ -172,6 +201,9 @@ class Mirror:
         plan = self.plan(session_id, value)
         if plan is None or not plan.new:
             return
-        with self.store.core.backend.write(session_id) as ops:
-            self.write_in(ops, plan)
+        def write() -> None:
+            with self.store.core.backend.write(session_id) as ops:
+                self.write_in(ops, plan)
+
+        retried(write)
         self.committed(plan)
