@@ -126,8 +126,19 @@ _CHOSEN = (
     f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), "
     f"(SELECT run_bytes FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1)"
 )
-_LEAF_PROBE_KNOWN = f"{_APPEND_PROBE_KNOWN}, {_CHOSEN}"
-_LEAF_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
+_EMPTY_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
+# leaf_probe reads the newest row once for its id, seq and run_bytes (three subqueries cost 10k
+# instructions more per append); an empty session has no newest row: _EMPTY_PROBE answers then.
+_LEAF_PROBE_KNOWN = (
+    f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ?2 AND id = ?1), id, seq, "
+    f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), run_bytes "
+    f"FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1"
+)
+_LEAF_PROBE = _LEAF_PROBE_KNOWN.replace(
+    " run_bytes FROM",
+    f" run_bytes, EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}') "
+    "FROM",
+)
 
 
 def _position(pos: int) -> Position:
@@ -233,14 +244,19 @@ class SqliteOps(SqlOps):
         return bool(exists), tail, top or 0
 
     def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
-        # append_probe's statement with the chosen leaf and run_bytes beside it: still one
+        # the newest row with the id test and the chosen leaf beside it: one statement
         if self._fts_seen:
-            exists, tail, top, chosen, run = self._conn.execute(
-                _LEAF_PROBE_KNOWN, (id, session_id)).fetchone()
+            row = self._conn.execute(_LEAF_PROBE_KNOWN, (id, session_id)).fetchone()
+            if row is not None:
+                return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
         else:
-            exists, tail, top, fts, chosen, run = self._conn.execute(
-                _LEAF_PROBE, (id, session_id)).fetchone()
-            self.fts_hint = self._fts_seen = bool(fts)
+            row = self._conn.execute(_LEAF_PROBE, (id, session_id)).fetchone()
+            if row is not None:
+                self.fts_hint = self._fts_seen = bool(row[5])
+                return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
+        exists, tail, top, fts, chosen, run = self._conn.execute(
+            _EMPTY_PROBE, (id, session_id)).fetchone()
+        self.fts_hint = self._fts_seen = self._fts_seen or bool(fts)
         return LeafProbe(bool(exists), tail, top or 0, chosen, run or 0)
 
     def fts_create(self) -> None:
