@@ -47,7 +47,18 @@ Each such checkpoint syncs the database file, and a page written by many commits
 dirtying about five pages, 1,000 pages meant a checkpoint every ~200 appends. With 4,000 (a WAL
 of up to ~16 MB, reused once grown) appends ran at 0.71-0.75 of the raw baseline against
 0.64-0.65 with 1,000 (``benchmarks/append_breakdown.py --durability normal --autocheckpoint N``,
-two runs each); one wal-index table still covers it, so reads cost the same."""
+two runs each); one wal-index table still covers it, so reads cost the same. With
+``durability="full"`` see :data:`WAL_AUTOCHECKPOINT_PAGES_FULL`."""
+
+WAL_AUTOCHECKPOINT_PAGES_FULL = 1000
+"""The same with ``durability="full"``: SQLite's default.
+
+Every commit then syncs the WAL, and a sync that also grows the file costs more. The WAL is
+deleted when a store closes, so a store opened afresh grows it over its first appends: up to
+4,000 pages, about 650 appends of a few KB paid that (a fresh store's first 800 appends took
+434-445 us each, against 331-339 us with 1,000 pages), while steady appends measured the same
+(``benchmarks/append_breakdown.py --autocheckpoint N``: 0.69-0.73 of raw with 1,000 pages, 0.71
+with 4,000)."""
 
 _FIRST_WAIT = 0.0001
 _LONGEST_WAIT = 0.002
@@ -432,7 +443,9 @@ class SqliteBackend:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             if not self.memory:
                 self._conn.execute("PRAGMA journal_mode = WAL")
-                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+                pages = (WAL_AUTOCHECKPOINT_PAGES_FULL if durability == "full"
+                         else WAL_AUTOCHECKPOINT_PAGES)
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
             self._conn.execute(
                 f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
             )
