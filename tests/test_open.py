@@ -21,7 +21,10 @@ from convostore import (
     StoreClosed,
 )
 from convostore.backends._schema import SCHEMA_VERSION
-from convostore.backends._sqlite_backend import WAL_AUTOCHECKPOINT_PAGES
+from convostore.backends._sqlite_backend import (
+    WAL_AUTOCHECKPOINT_PAGES,
+    WAL_AUTOCHECKPOINT_PAGES_FULL,
+)
 
 
 def test_public_names_are_listed_once_and_documented() -> None:
@@ -91,7 +94,8 @@ def test_durability_modes(tmp_path: Path) -> None:
                 interval = fetch_one(ops, "PRAGMA wal_autocheckpoint")
             assert sync == ((1,) if mode == "normal" else (2,))
             assert journal == ("wal",)
-            assert interval == (WAL_AUTOCHECKPOINT_PAGES,)
+            assert interval == ((WAL_AUTOCHECKPOINT_PAGES,) if mode == "normal"
+                                else (WAL_AUTOCHECKPOINT_PAGES_FULL,))
     with pytest.raises(ValueError):
         Sessions.open(str(tmp_path / "x.db"), durability="sometimes")  # type: ignore[arg-type]
 

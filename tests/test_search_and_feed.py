@@ -30,6 +30,23 @@ def test_an_index_built_by_another_store_is_kept_up_to_date_by_this_one(
     assert searcher.search("before") == []
 
 
+@pytest.mark.requires("shared_across_processes")
+def test_a_store_that_appended_often_without_an_index_notices_one_built_elsewhere(
+    open_store: Any,
+) -> None:
+    """Appends remember that the index was absent (until the schema changes): after several
+    of them, an index another store builds is still seen, by single and batch appends."""
+    early, searcher = open_store(), open_store()
+    s = early.session("a")
+    for i in range(3):
+        s.append_message(text(f"m{i}", f"early message {i}"))
+    s.append_messages([text("b0", "early batch")])
+    assert [h.id for h in searcher.session("a").search("early batch")] == ["b0"]  # builds it
+    s.append_message(text("late1", "a later single append"))
+    s.append_messages([text("late2", "a later batch append")])
+    assert sorted(h.id for h in searcher.search("later")) == ["late1", "late2"]
+
+
 def test_builds_the_index_on_the_first_search_never_on_append(store: Sessions) -> None:
     s = store.session()
     s.append_message(text("m1", "the deployment failed at noon"))

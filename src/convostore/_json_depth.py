@@ -27,7 +27,7 @@ _CONSTANTS: dict[str, Any] = {
 }
 
 
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_NOT_MARKS = bytes(c for c in range(256) if c not in b'"[]{}')
 _FOLD = bytes.maketrans(b"{}", b"[]")
 
 
@@ -35,17 +35,23 @@ def exceeds_depth(text: str, limit: int) -> bool:
     """Does the JSON ``text``, as convostore's encoder writes it, nest containers more than
     ``limit`` levels deep?
 
-    Work done in C: at most ``limit`` brackets cannot nest deeper (two counts); otherwise the
-    strings are cut out (after dropping escaped backslashes and quotes, the quotes left delimit
-    strings: the text is compact and well formed), the rest reduced to its brackets with ``{}``
-    folded into ``[]``, and each pass removes the innermost pairs, one level per pass.
+    Work done in C, on a short residue: the text reduced to its quotes and brackets, ``{}``
+    folded into ``[]`` (one ``translate``, cheaper than counting the brackets of the text). At
+    most ``limit`` brackets, strings' included, cannot nest deeper. Otherwise, after dropping
+    escaped backslashes and quotes (so the quotes left delimit strings: the text is compact and
+    well formed), the strings are cut out of the residue (most hold no bracket: ``""`` pairs
+    go first) and each pass removes the innermost pairs, one level per pass.
     """
-    if text.count("[") + text.count("{") <= limit:
+    marks = text.encode("utf-8", "surrogatepass").translate(_FOLD, _NOT_MARKS)
+    if marks.count(b"[") <= limit:
         return False
-    if "\\" in text:
+    if "\\" in text:  # escaped quotes would pass for string ends: drop them, measure again
         text = text.replace("\\\\", "").replace('\\"', "")
-    outside = "".join(text.split('"')[::2])
-    brackets = outside.encode("utf-8", "surrogatepass").translate(_FOLD, _NOT_BRACKETS)
+        marks = text.encode("utf-8", "surrogatepass").translate(_FOLD, _NOT_MARKS)
+    # Removing adjacent quotes keeps the order of everything outside strings: a pair is an
+    # empty string, or the end of one string and the start of the next with nothing between.
+    marks = marks.replace(b'""', b"")
+    brackets = b"".join(marks.split(b'"')[::2]) if b'"' in marks else marks
     for _ in range(limit):
         brackets = brackets.replace(b"[]", b"")
         if not brackets:

@@ -80,12 +80,15 @@ def kept_ancestors(parents: Mapping[str, str | None]) -> dict[str, str | None]:
     return resolved
 
 
+_LEAF = Link("leaf")  # the usual link: one tuple for every append
+
+
 def _link(parent_id: str | None | Unset, *, verbatim: bool) -> Link:
     """Where a new row goes: omitted, the active leaf (the leaf ``set_active_leaf`` chose,
     else the newest row); verbatim, as given; empty or None, a new root; otherwise under the
     given id when it is a row of the session, else a new root."""
     if isinstance(parent_id, Unset):
-        return Link("leaf")
+        return _LEAF
     if verbatim:
         return Link("given", parent_id)
     return Link("known", parent_id) if parent_id else Link("given", None)

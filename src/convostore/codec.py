@@ -161,46 +161,64 @@ def escape_lone_surrogates(text: str) -> str:
 
 
 _TOOL_VALUES = ("input", "output", "result")
+_HOLE = "convostore:hole:b5e0c2:"
+"""Stands in a tool part for its input or output while the rest of a message is encoded (see
+:func:`dumps_message`); a message that holds the text itself is encoded the slow way."""
 
 
 def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
     """:func:`dumps` of a message, plus the JSON text of each tool part's input and output.
 
-    The text is exactly ``dumps(message)``, composed piece by piece so that the pieces the
-    token estimate needs (``id(value) -> text``) are encoded once, not twice.
+    The text is exactly ``dumps(message)``, composed so that the pieces the token estimate
+    needs (``id(value) -> text``) are encoded once, not twice: the message is encoded with a
+    placeholder string in place of each such value (one call of the C encoder), and the
+    values' texts are put in the placeholders' places.
     """
     parts = message.get("parts")
     if not isinstance(parts, list) or not any(
         isinstance(p, dict) and is_tool_type(p.get("type")) for p in parts
-    ) or not all(isinstance(k, str) for k in message):
+    ):
         text = dumps(message, ascii_first=_likely_ascii(parts))
         check_depth(message, text)
         return text, {}
     ascii_first = _likely_ascii(parts)
+    values: list[Any] = []
+    holed: list[Any] = []
+    for part in parts:
+        if isinstance(part, dict) and is_tool_type(part.get("type")):
+            copy: dict[Any, Any] | None = None
+            for key, value in part.items():
+                if key in _TOOL_VALUES and isinstance(value, (dict, list)):
+                    if copy is None:
+                        copy = dict(part)
+                    copy[key] = f"{_HOLE}{len(values)}"
+                    values.append(value)
+            holed.append(part if copy is None else copy)
+        else:
+            holed.append(part)
     try:
-        encoded: dict[int, str] = {}
-        pieces: list[str] = []
-        for part in parts:
-            if isinstance(part, dict) and all(isinstance(k, str) for k in part):
-                items = []
-                for key, value in part.items():
-                    text = dumps(value, ascii_first=ascii_first)
-                    if key in _TOOL_VALUES and isinstance(value, (dict, list)):
-                        encoded[id(value)] = text
-                    items.append(dumps(key) + ":" + text)
-                pieces.append("{" + ",".join(items) + "}")
-            else:
-                pieces.append(dumps(part))
-        body = ",".join(
-            dumps(key) + ":" + ("[" + ",".join(pieces) + "]" if key == "parts" else dumps(value))
-            for key, value in message.items()
-        )
+        texts = [dumps(value, ascii_first=ascii_first) for value in values]
+        skeleton = dumps({**message, "parts": holed}, ascii_first=ascii_first)
     except InvalidMessage:
         dumps(message)  # encode the whole message again: it raises, naming the field
         raise
-    text = "{" + body + "}"
+    pieces = skeleton.split('"' + _HOLE)
+    out = [pieces[0]]
+    for i, piece in enumerate(pieces[1:]):
+        tag = f'{i}"'
+        if i >= len(texts) or not piece.startswith(tag):
+            break
+        out.append(texts[i])
+        out.append(piece[len(tag):])
+    else:
+        if len(pieces) == len(texts) + 1:
+            text = "".join(out)
+            check_depth(message, text)
+            return text, {id(v): t for v, t in zip(values, texts, strict=True)}
+    # The placeholder's text occurs in the message itself: encode it whole
+    text = dumps(message, ascii_first=ascii_first)
     check_depth(message, text)
-    return text, encoded
+    return text, {}
 
 
 def _likely_ascii(parts: object) -> bool:

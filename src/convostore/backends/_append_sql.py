@@ -44,15 +44,16 @@ class AppendOps:
         if exists:
             return _NOT_WRITTEN
         parent = link_parent(link, tail, chosen, lambda pid: self.row_meta(sid, pid) is not None)
-        self.insert_message(row._replace(
-            seq=top + 1, parent_id=parent, chained=parent is not None and parent == tail,
-            run_bytes=run + row.bytes))
+        # built whole rather than with _replace(), which costs as much again (every append)
+        self.insert_message(NewRow._make((
+            *row[:2], top + 1, parent, *row[4:10], parent is not None and parent == tail,
+            run + row.bytes)))
         text = index() if self.fts_exists() else ""
         if text:
             self.fts_insert([(sid, row.id, text)])
         if change is None:
             return _WRITTEN
-        position = self.log_change(change._replace(parent_id=parent))
+        position = self.log_change(ChangeRow._make((*change[:3], parent, *change[4:])))
         return lambda: Appended(True, position())
 
 

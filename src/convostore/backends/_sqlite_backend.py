@@ -47,7 +47,18 @@ Each such checkpoint syncs the database file, and a page written by many commits
 dirtying about five pages, 1,000 pages meant a checkpoint every ~200 appends. With 4,000 (a WAL
 of up to ~16 MB, reused once grown) appends ran at 0.71-0.75 of the raw baseline against
 0.64-0.65 with 1,000 (``benchmarks/append_breakdown.py --durability normal --autocheckpoint N``,
-two runs each); one wal-index table still covers it, so reads cost the same."""
+two runs each); one wal-index table still covers it, so reads cost the same. With
+``durability="full"`` see :data:`WAL_AUTOCHECKPOINT_PAGES_FULL`."""
+
+WAL_AUTOCHECKPOINT_PAGES_FULL = 1000
+"""The same with ``durability="full"``: SQLite's default.
+
+Every commit then syncs the WAL, and a sync that also grows the file costs more. The WAL is
+deleted when a store closes, so a store opened afresh grows it over its first appends: up to
+4,000 pages, about 650 appends of a few KB paid that (a fresh store's first 800 appends took
+434-445 us each, against 331-339 us with 1,000 pages), while steady appends measured the same
+(``benchmarks/append_breakdown.py --autocheckpoint N``: 0.69-0.73 of raw with 1,000 pages, 0.71
+with 4,000)."""
 
 _FIRST_WAIT = 0.0001
 _LONGEST_WAIT = 0.002
@@ -126,8 +137,19 @@ _CHOSEN = (
     f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), "
     f"(SELECT run_bytes FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1)"
 )
-_LEAF_PROBE_KNOWN = f"{_APPEND_PROBE_KNOWN}, {_CHOSEN}"
-_LEAF_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
+_EMPTY_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
+# leaf_probe reads the newest row once for its id, seq and run_bytes (three subqueries cost 10k
+# instructions more per append); an empty session has no newest row: _EMPTY_PROBE answers then.
+_LEAF_PROBE_KNOWN = (
+    f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ?2 AND id = ?1), id, seq, "
+    f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), run_bytes "
+    f"FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1"
+)
+_LEAF_PROBE = _LEAF_PROBE_KNOWN.replace(
+    " run_bytes FROM",
+    f" run_bytes, EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}') "
+    "FROM",
+)
 
 
 def _position(pos: int) -> Position:
@@ -233,14 +255,19 @@ class SqliteOps(SqlOps):
         return bool(exists), tail, top or 0
 
     def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
-        # append_probe's statement with the chosen leaf and run_bytes beside it: still one
+        # the newest row with the id test and the chosen leaf beside it: one statement
         if self._fts_seen:
-            exists, tail, top, chosen, run = self._conn.execute(
-                _LEAF_PROBE_KNOWN, (id, session_id)).fetchone()
+            row = self._conn.execute(_LEAF_PROBE_KNOWN, (id, session_id)).fetchone()
+            if row is not None:
+                return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
         else:
-            exists, tail, top, fts, chosen, run = self._conn.execute(
-                _LEAF_PROBE, (id, session_id)).fetchone()
-            self.fts_hint = self._fts_seen = bool(fts)
+            row = self._conn.execute(_LEAF_PROBE, (id, session_id)).fetchone()
+            if row is not None:
+                self.fts_hint = self._fts_seen = bool(row[5])
+                return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
+        exists, tail, top, fts, chosen, run = self._conn.execute(
+            _EMPTY_PROBE, (id, session_id)).fetchone()
+        self.fts_hint = self._fts_seen = self._fts_seen or bool(fts)
         return LeafProbe(bool(exists), tail, top or 0, chosen, run or 0)
 
     def fts_create(self) -> None:
@@ -416,7 +443,9 @@ class SqliteBackend:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             if not self.memory:
                 self._conn.execute("PRAGMA journal_mode = WAL")
-                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+                pages = (WAL_AUTOCHECKPOINT_PAGES_FULL if durability == "full"
+                         else WAL_AUTOCHECKPOINT_PAGES)
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
             self._conn.execute(
                 f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}"
             )
