@@ -45,6 +45,7 @@ from ..errors import BackendError, SchemaTooNew, StoreClosed
 from ._legacy_sql import PostgresLegacySql
 from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
+from ._pg_reads import PostgresWindowOps
 from ._pg_search import PG_TABLES
 from ._pg_signal import ListenSignal
 from ._pg_writes import LISTENING_LOCK, ChangeKeys, PostgresWriteOps
@@ -58,10 +59,8 @@ from ._schema import (
     SESSION_STATE,
 )
 from ._sql import SqlOps, _qualify
-from ._window_sql import _CONTENT, _contiguous
 from .base import (
     AppendProbe,
-    ContentRow,
     Engine,
     LeafProbe,
     _batches,
@@ -135,7 +134,7 @@ def _pg_walk(walk: str) -> str:
 # --- operations -------------------------------------------------------------------------------
 
 
-class PostgresOps(PostgresWriteOps):
+class PostgresOps(PostgresWindowOps, PostgresWriteOps):
     """:class:`~convostore.backends._sql.SqlOps` over one psycopg connection (one scope)."""
 
     _FOR_SHARE = " FOR SHARE"
@@ -218,30 +217,6 @@ class PostgresOps(PostgresWriteOps):
             f"(SELECT {cols} FROM {MESSAGES} WHERE session_id = ? AND {key} = k.v LIMIT 1) m",
             (list(keys), session_id),
         )
-
-    def _sized_rows(
-        self, session_id: str, seqs: Sequence[int], max_bytes: int
-    ) -> list[ContentRow]:
-        if len(seqs) < 2:
-            return super()._sized_rows(session_id, seqs, max_bytes)
-        # psycopg holds a statement's whole result in memory: the byte cut runs on the server,
-        # over a running total, so only the rows kept cross the wire.
-        sized = _CONTENT + ", bytes"
-        if _contiguous(seqs):
-            rows = (f"SELECT {sized} FROM {MESSAGES} WHERE session_id = ? "
-                    "AND seq BETWEEN ? AND ?")
-            params: tuple[Any, ...] = (session_id, seqs[0], seqs[-1])
-        else:
-            rows = (f"SELECT {_qualify('m', sized)} FROM unnest(?::bigint[]) AS k(v) CROSS JOIN "
-                    f"LATERAL (SELECT {sized} FROM {MESSAGES} WHERE session_id = ? "
-                    "AND seq = k.v LIMIT 1) m")
-            params = (list(seqs), session_id)
-        return [ContentRow(*r) for r in self._all(
-            f"SELECT {_CONTENT} FROM (SELECT {sized}, sum(bytes) OVER (ORDER BY seq ROWS "
-            f"UNBOUNDED PRECEDING) AS total FROM ({rows}) r) w "
-            "WHERE total <= ? OR total = bytes ORDER BY seq",
-            (*params, max_bytes),
-        )]
 
     # -- payload locks -------------------------------------------------------------------------
 
