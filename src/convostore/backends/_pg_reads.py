@@ -12,7 +12,7 @@ from typing import Any
 
 from ._schema import MESSAGES
 from ._sql import _qualify
-from ._window_sql import _CONTENT, WindowOps, _contiguous
+from ._window_sql import _CONTENT, WindowOps, _content_row, _contiguous
 from .base import ContentRow
 
 
@@ -35,12 +35,12 @@ class PostgresWindowOps(WindowOps):
                     f"LATERAL (SELECT {sized} FROM {MESSAGES} WHERE session_id = ? "
                     "AND seq = k.v LIMIT 1) m")
             params = (list(seqs), session_id)
-        return [ContentRow(*r) for r in self._all(
+        return list(map(_content_row, self._all(
             f"SELECT {_CONTENT} FROM (SELECT {sized}, sum(bytes) OVER (ORDER BY seq ROWS "
             f"UNBOUNDED PRECEDING) AS total FROM ({rows}) r) w "
             "WHERE total <= ? OR total = bytes ORDER BY seq",
             (*params, max_bytes),
-        )]
+        )))
 
     def _newest_cut(
         self, sql: str, params: Sequence[Any], max_bytes: int
