@@ -65,26 +65,16 @@ def in_order(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> list[Mess
     """The readable messages of ``rows``, in their order: a self-contained row is parsed as
     it is, the others are hydrated together (one query for their continuations, one for
     their payloads)."""
-    # One pass, the common case inline (the full read runs it for every row): is_stored()
-    # and parse() are called only for a row that does not decode to a message.
     out: list[Message | None] = []
     slow: list[ContentRow] = []
-    loads, pointer = codec.loads, codec.POINTER_PREFIX
+    pointer = codec.POINTER_PREFIX
     for row in rows:
         text = row.content
         if row.content_chunks or pointer in text:
             slow.append(row)
             out.append(None)
-            continue
-        try:
-            value = loads(text)
-        except (ValueError, RecursionError):
-            value = None
-        if (type(value) is dict and type(value.get("id")) is str
-                and type(value.get("role")) is str and type(value.get("parts")) is list):
-            out.append(value)
         else:
-            out.append(parse(session_id, row.id, text))  # says why, or reads it after all
+            out.append(parse(session_id, row.id, text))
     if slow:
         hydrated = hydrate(ops, session_id, slow)
         for i, row in enumerate(rows):
@@ -114,7 +104,10 @@ def parse(session_id: str, mid: str, text: str) -> Message | None:
         value = codec.loads(text)
     except (ValueError, RecursionError):
         value = None
-    if type(value) is dict and codec.is_valid_stored(value):  # the common case, checked once
+    # The common case, checked inline (a full read runs this for every row): the decoder
+    # makes plain dicts, strs and lists, so exact types are is_valid_stored's test.
+    if (type(value) is dict and type(value.get("id")) is str
+            and type(value.get("role")) is str and type(value.get("parts")) is list):
         return value
     try:
         return decode(session_id, mid, text)  # says why

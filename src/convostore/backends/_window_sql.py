@@ -82,7 +82,7 @@ class WindowOps:
             params = (session_id, upto, limit) if bounded else (session_id, limit)
             rows = self._newest_cut(_newest(_CONTENT + ", bytes", bounded=bounded), params,
                                     max_bytes)
-            return [ContentRow(*r[:6]) for r in rows]
+            return [_content_row(r[:6]) for r in rows]
         if upto is None:
             rows = self._all(_newest(_CONTENT, bounded=False), (session_id, limit))
         else:
@@ -111,7 +111,7 @@ class WindowOps:
             rows = self._all(statement, args)
         else:
             rows = self._newest_cut(statement, args, max_bytes)
-        return [ContentRow(*r[:6]) for r in rows], bool(rows and rows[0][6])
+        return [_content_row(r[:6]) for r in rows], bool(rows and rows[0][6])
 
     def _newest_cut(
         self, sql: str, params: Sequence[Any], max_bytes: int
