@@ -154,10 +154,11 @@ def test_a_newest_first_read_never_mixes_two_versions_of_a_large_message(
     between two steps of the generator cannot leave a message half old, half new."""
     s = store.session()
     old = text("b", "B" * 3_000_000)
-    for m in (text("a", "a"), old, text("c", "c"), text("d", "d")):
+    # x (300 KB) ends the first page (256 KiB) after d and c; the next window holds x, b, a.
+    for m in (text("a", "a"), old, text("x", "X" * 300_000), text("c", "c"), text("d", "d")):
         s.append_message(m)
     reading = s.history(newest_first=True)
-    assert [next(reading)["id"], next(reading)["id"]] == ["d", "c"]
+    assert [next(reading)["id"] for _ in range(3)] == ["d", "c", "x"]
     s.update_message(text("b", "Z" * 3_000_000))
     got = next(reading)
     assert got["id"] == "b"

@@ -176,15 +176,25 @@ def test_newest_first_reads_only_what_is_consumed(store: Sessions, rows_read: li
     for m in store.session().history(newest_first=True):
         assert m["id"] == "m199"
         break
-    assert rows_read[0] == 1
+    assert rows_read[0] == 25  # one page: a round trip costs more than a page of rows
     rows_read[0] = 0
     taken = []
     for m in store.session().history(newest_first=True):
         taken.append(m["id"])
-        if len(taken) == 10:
+        if len(taken) == 60:
             break
-    assert taken == [f"m{i}" for i in range(199, 189, -1)]
-    assert rows_read[0] < 3 * 10  # windows grow 1, 5, 15: fewer than three times what is taken
+    assert taken == [f"m{i}" for i in range(199, 139, -1)]
+    assert rows_read[0] < 3 * 60  # then windows of 50: fewer than three times what is taken
+
+
+def test_newest_first_cuts_its_first_page_by_bytes(store: Sessions, rows_read: list[int]) -> None:
+    s = store.session()
+    for i in range(30):
+        s.append_message(text(f"m{i}", "x" * 40_000))
+    rows_read[0] = 0
+    assert next(s.history(newest_first=True))["id"] == "m29"
+    assert rows_read[0] == 6  # 256 KiB of 40 KB rows, not a page of 25
+    assert ids(s.history(newest_first=True)) == [f"m{i}" for i in range(29, -1, -1)]
 
 
 def test_newest_first_is_the_exact_reverse_including_overlays(store: Sessions) -> None:
@@ -222,7 +232,7 @@ def test_newest_first_stays_lazy_until_it_reaches_a_span(
         if len(taken) == 5:
             break
     assert taken == ["m199", "m198", "m197", "m196", "m195"]
-    assert rows_read[0] < 3 * 5
+    assert rows_read[0] == 25  # the first page, not the span's rows
     full = list(s.history(newest_first=True))
     assert len(full) == 51
     assert full[-1]["parts"][0]["text"] == "old stuff"
@@ -251,7 +261,7 @@ def test_a_full_batch_is_handed_over_before_more_is_read(
     rows_read[0] = 0
     first = next(iter(s.history_batches(batch_size=1, newest_first=True)))
     assert ids(first) == ["m199"]
-    assert rows_read[0] == 1  # not the next range of the newest-first walk
+    assert rows_read[0] == 25  # the first page, not the next range of the newest-first walk
     rows_read[0] = 0
     first = next(iter(s.history_batches(batch_size=50)))
     assert ids(first) == [f"m{i}" for i in range(50)]

@@ -37,6 +37,11 @@ WINDOW_BYTES = 4 * 1024 * 1024
 """Most stored bytes one hydration query fetches (a larger row forms a window alone)."""
 NEWEST_FIRST_WINDOW = 8
 """Rows per hydration query once a newest-first read has reached a compacted span."""
+FIRST_PAGE_ROWS = 25
+"""Rows of a newest-first read's first window: a page of recent messages in one statement
+(on a server a round trip costs more than reading a page of rows)."""
+FIRST_PAGE_BYTES = 256 * 1024
+"""Most stored bytes of that first window (its first row always)."""
 LINEAR_PROBE_ROWS = 32
 """Rows a budgeted read sizes by range before it falls back to walking parent links."""
 
@@ -178,31 +183,33 @@ class History:
     def newest_first(self, leaf_id: str | None) -> Iterator[Message]:
         """Leaf → root by ranges of seqs: in a linear run each row's parent is the row just
         below it, so one query fetches a whole window; where the chain jumps (a branch), the
-        walk looks the parent up and continues from there. Windows grow 1, 5, 15, 45, 50 rows
-        (fewer when rows are large): the newest 20 messages take three queries, and taking k
-        messages reads fewer than 3k rows. Below the newest compacted span the rest is planned
-        and emitted like an oldest-first read, in reverse."""
+        walk looks the parent up and continues from there. The first window is a page
+        (:data:`FIRST_PAGE_ROWS` rows, :data:`FIRST_PAGE_BYTES`), read with the leaf in one
+        statement; later windows grow to :data:`WINDOW_ROWS` rows, each cut at
+        :data:`WINDOW_BYTES` by the engine: taking k messages beyond the first page reads fewer
+        than 3k rows. Below the newest compacted span the rest is planned and emitted like an
+        oldest-first read, in reverse."""
         sid = self._sid
         upto: int | None = None
         expect: str | None = None
         records: list[CompactionRow] = []
         ends: set[str] = set()
         echoes: set[str] = set()
-        size = 1
+        size, limit = FIRST_PAGE_ROWS, FIRST_PAGE_BYTES
         first = True
         while True:
             with self._backend.read() as ops:
                 if first:
                     # The leaf (named, chosen or newest) and its first rows in one statement;
                     # the compaction records only when there are some.
-                    rows, compacted = ops.newest_rows(sid, leaf_id, size)
+                    rows, compacted = ops.newest_rows(sid, leaf_id, size, limit)
                     if compacted:
                         records = ops.compactions(sid)
                         ends = {r.to_message_id for r in records}
                         echoes = {COMPACTION_PREFIX + r.id for r in records}
                     first = False
                 else:
-                    rows = ops.rows_below(sid, upto, size)
+                    rows = ops.rows_below(sid, upto, size, limit)
                 take: list[ContentRow] = []
                 hit: str | None = None
                 for row in rows:
@@ -216,9 +223,8 @@ class History:
                     if expect is None:
                         break
                 jump: RowMeta | None = None
-                if hit is None and expect is not None and (not take or len(take) < len(rows)
-                                                           or len(rows) < size):
-                    jump = ops.row_meta(sid, expect)
+                if hit is None and expect is not None and (not take or len(take) < len(rows)):
+                    jump = ops.row_meta(sid, expect)  # the chain jumps: where does it go on?
                 shown = [r for r in take if r.id not in echoes] if echoes else take
                 plain = [r.content_chunks == 0 and codec.POINTER_PREFIX not in r.content
                          for r in shown]  # parsed from its own text: no continuations, no payloads
@@ -250,13 +256,13 @@ class History:
                 if jump.seq >= last_seq:
                     return  # a parent written after its child reads as a root, as in walks
                 upto = jump.seq
-            elif take and len(take) == len(rows) == size:
+            elif take:
+                # Every row read was taken (a short window: cut by bytes, or the session's
+                # oldest rows): the parent is the row just below, if it is there at all.
                 upto = take[-1].seq - 1
             else:
                 return  # the parent does not exist: the row reads as a root
-            used = sum(map(len, [r.content for r in take])) + 1
-            grown = 5 if size == 1 else size * 3
-            size = max(1, min(grown, WINDOW_ROWS, WINDOW_BYTES * max(1, len(take)) // used))
+            size, limit = min(size * 3, WINDOW_ROWS), WINDOW_BYTES
 
     def batches(
         self, batch_size: int, max_batch_bytes: int, leaf_id: str | None, newest_first: bool

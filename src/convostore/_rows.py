@@ -67,13 +67,14 @@ def in_order(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> list[Mess
     their payloads)."""
     out: list[Message | None] = []
     slow: list[ContentRow] = []
+    pointer = codec.POINTER_PREFIX
     for row in rows:
         text = row.content
-        if row.content_chunks == 0 and codec.POINTER_PREFIX not in text:
-            out.append(parse(session_id, row.id, text))
-        else:
+        if row.content_chunks or pointer in text:
             slow.append(row)
             out.append(None)
+        else:
+            out.append(parse(session_id, row.id, text))
     if slow:
         hydrated = hydrate(ops, session_id, slow)
         for i, row in enumerate(rows):
@@ -103,7 +104,10 @@ def parse(session_id: str, mid: str, text: str) -> Message | None:
         value = codec.loads(text)
     except (ValueError, RecursionError):
         value = None
-    if type(value) is dict and codec.is_valid_stored(value):  # the common case, checked once
+    # The common case, checked inline (a full read runs this for every row): the decoder
+    # makes plain dicts, strs and lists, so exact types are is_valid_stored's test.
+    if (type(value) is dict and type(value.get("id")) is str
+            and type(value.get("role")) is str and type(value.get("parts")) is list):
         return value
     try:
         return decode(session_id, mid, text)  # says why

@@ -459,9 +459,10 @@ class Session:
         """Stream the path root → leaf (or leaf → root), overlays applied, in bounded memory.
 
         :param leaf_id: the branch to read; ``None`` → the active leaf; an unknown id → nothing.
-        :param newest_first: walk from the leaf by ranges of rows that grow 1, 5, 15, 45, 50, so
-            taking k messages reads fewer than 3k rows; the output is the exact reverse of the
-            oldest-first read.
+        :param newest_first: walk from the leaf by ranges of rows: a first page of 25 rows
+            (at most 256 KiB) read with the leaf in one statement, then 50 rows (at most 4 MiB)
+            at a time, so taking k messages beyond the first page reads fewer than 3k rows; the
+            output is the exact reverse of the oldest-first read.
 
         Oldest first: the path is planned without reading content (a linear conversation as
         one range of rows), then read in windows of at most 50 rows and 4 MiB; earlier windows

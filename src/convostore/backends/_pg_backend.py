@@ -13,8 +13,10 @@ SQL in :mod:`._pg_search`.
   ``set_config(..., true)`` inside a transaction.
 - A write scope is one ``READ COMMITTED`` transaction in pipeline mode that first takes the
   store's table lock and the session's row lock (see the engine's overview); reads run in
-  autocommit, or in a read-only transaction when ``search_path`` must be set per transaction
-  (a user's pool, or any pool behind a transaction pooler).
+  autocommit, each statement in one round trip. When ``search_path`` must be set per
+  transaction (a user's pool, or any pool behind a transaction pooler), a read sends each
+  statement after ``set_config(..., true)`` in one simple-protocol query: one implicit
+  transaction, no BEGIN or COMMIT round trips.
 - Multi-key lookups and the path walk probe the unique indexes per key (``LATERAL ... LIMIT 1``),
   so their cost never depends on the planner's statistics.
 - Payload collection locks payload rows ``FOR UPDATE`` and re-use locks them ``FOR SHARE``, so a
@@ -45,6 +47,7 @@ from ..errors import BackendError, SchemaTooNew, StoreClosed
 from ._legacy_sql import PostgresLegacySql
 from ._migrate import Migrations, migrate, stored_version
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
+from ._pg_reads import PostgresWindowOps
 from ._pg_scope import (
     LOCK_SESSION,
     LOCK_SHARED,
@@ -65,10 +68,8 @@ from ._schema import (
     SCHEMA_VERSION,
 )
 from ._sql import SqlOps, _qualify
-from ._window_sql import _CONTENT, _contiguous
 from .base import (
     AppendProbe,
-    ContentRow,
     Engine,
     LeafProbe,
     ScopeRetry,
@@ -132,7 +133,7 @@ def _pg_walk(walk: str) -> str:
 # --- operations -------------------------------------------------------------------------------
 
 
-class PostgresOps(PostgresWriteOps):
+class PostgresOps(PostgresWindowOps, PostgresWriteOps):
     """:class:`~convostore.backends._sql.SqlOps` over one psycopg connection (one scope)."""
 
     _FOR_SHARE = " FOR SHARE"
@@ -146,8 +147,12 @@ class PostgresOps(PostgresWriteOps):
     def __init__(
         self, conn: psycopg.Connection[Any], *, writing: bool,
         changes: ChangeKeys | None = None, partitions: int | None = None,
+        path: str | None = None,
     ) -> None:
         self._conn = conn
+        # ``path``: the statement that sets search_path, sent with every statement of the
+        # scope (a read scope that may not leave it on the server connection).
+        self._path_sql = None if path is None else path.replace("%", "%%") + "; "
         self._writing = writing
         self._change_keys = changes  # the change log's lock keys and NOTIFY channel
         self._partitions = partitions  # tables created later (the search index) follow it
@@ -160,13 +165,25 @@ class PostgresOps(PostgresWriteOps):
         self._active = True  # False once the scope ended (its connection is back in the pool)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        # A cursor per statement: in pipeline mode results arrive later, each to its cursor.
-        return self._conn.cursor(row_factory=tuple_row).execute(_pg(sql), params)
+        return self._execute(_pg(sql), params)
+
+    def _execute(self, query: str, params: Any) -> Any:
+        if self._path_sql is None:
+            # A cursor per statement: in pipeline mode results arrive later, each to its cursor.
+            return self._conn.cursor(row_factory=tuple_row).execute(query, params)
+        # search_path and the statement in one simple-protocol query: they share its implicit
+        # transaction, so the setting needs no BEGIN and no COMMIT round trip (parameters are
+        # bound on the client; no statement is prepared behind a pooler anyway).
+        cursor = psycopg.ClientCursor(self._conn, row_factory=tuple_row)
+        cursor.execute(self._path_sql + query, params)
+        cursor.nextset()
+        return cursor
 
     def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
-        if len(rows) == 1:
-            self._run(sql, rows[0])
+        if len(rows) == 1 or self._path_sql is not None:
+            for row in rows:
+                self._run(sql, row)
         elif rows:
             # Pipelined by psycopg: one round trip for the lot.
             self._conn.cursor(row_factory=tuple_row).executemany(_pg(sql), rows)
@@ -216,30 +233,6 @@ class PostgresOps(PostgresWriteOps):
             f"(SELECT {cols} FROM {MESSAGES} WHERE session_id = ? AND {key} = k.v LIMIT 1) m",
             (list(keys), session_id),
         )
-
-    def _sized_rows(
-        self, session_id: str, seqs: Sequence[int], max_bytes: int
-    ) -> list[ContentRow]:
-        if len(seqs) < 2:
-            return super()._sized_rows(session_id, seqs, max_bytes)
-        # psycopg holds a statement's whole result in memory: the byte cut runs on the server,
-        # over a running total, so only the rows kept cross the wire.
-        sized = _CONTENT + ", bytes"
-        if _contiguous(seqs):
-            rows = (f"SELECT {sized} FROM {MESSAGES} WHERE session_id = ? "
-                    "AND seq BETWEEN ? AND ?")
-            params: tuple[Any, ...] = (session_id, seqs[0], seqs[-1])
-        else:
-            rows = (f"SELECT {_qualify('m', sized)} FROM unnest(?::bigint[]) AS k(v) CROSS JOIN "
-                    f"LATERAL (SELECT {sized} FROM {MESSAGES} WHERE session_id = ? "
-                    "AND seq = k.v LIMIT 1) m")
-            params = (list(seqs), session_id)
-        return [ContentRow(*r) for r in self._all(
-            f"SELECT {_CONTENT} FROM (SELECT {sized}, sum(bytes) OVER (ORDER BY seq ROWS "
-            f"UNBOUNDED PRECEDING) AS total FROM ({rows}) r) w "
-            "WHERE total <= ? OR total = bytes ORDER BY seq",
-            (*params, max_bytes),
-        )]
 
     # -- payload locks -------------------------------------------------------------------------
 
@@ -564,9 +557,10 @@ class PostgresBackend:
 
     @contextmanager
     def read(self) -> Iterator[PostgresOps]:
-        """A read scope: a pooled connection in autocommit (a read-only transaction when a
-        user pool needs ``search_path`` set). Nested in another scope of the same thread, it
-        shares that scope's connection."""
+        """A read scope: a pooled connection in autocommit; when ``search_path`` must be set
+        per transaction (a user's pool, or behind a transaction pooler), each statement goes
+        with it in one query. Nested in another scope of the same thread, it shares that
+        scope's connection."""
         current = self._current()
         if current is not None:
             yield current
@@ -574,18 +568,12 @@ class PostgresBackend:
         try:
             with self._pool.connection() as conn:
                 switched = self._prepare_conn(conn)
-                local = self._per_tx_path
                 try:
-                    if local:
-                        conn.execute(f"BEGIN READ ONLY; {self._local_path(conn)}")
+                    path = self._local_path(conn) if self._per_tx_path else None
                     ops = PostgresOps(conn, writing=False, changes=self._change_log,
-                                      partitions=self._partitions)
-                    try:
-                        with self._bound(ops, None):
-                            yield ops
-                    finally:
-                        if local:
-                            end(conn, "COMMIT")
+                                      partitions=self._partitions, path=path)
+                    with self._bound(ops, None):
+                        yield ops
                     if ops._fts:  # the store may never ask a write scope again
                         self._fts_seen = True
                 finally:

@@ -181,6 +181,10 @@ class PostgresWriteOps(PostgresSearchOps):
     """Whether the scope sent an append that fails rather than decline (see the backend's
     ``write``, which turns that failure into ``ScopeRetry``)."""
 
+    def _execute(self, query: str, params: Any) -> Any:
+        """Run ``query`` (psycopg's placeholders) in the scope; its cursor."""
+        raise NotImplementedError
+
     # -- the append ----------------------------------------------------------------------------
 
     def append_row(
@@ -259,7 +263,7 @@ class PostgresWriteOps(PostgresSearchOps):
         keys = self._keys()
         params = {"poskey": keys.positions, "flags": keys.flags}
         for attempt in range(_WINDOW_TRIES):
-            row = self._conn.cursor().execute(_FRONTIER, params).fetchone()
+            row = self._execute(_FRONTIER, params).fetchone()
             top, held, drawing = int(row[0]), row[1] or (), bool(row[2])
             front = top
             for key in held:  # a held key is the low bits of a position close to ``top``

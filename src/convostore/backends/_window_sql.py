@@ -71,9 +71,18 @@ class WindowOps:
         rows = self._all(_newest("id, parent_id, seq, bytes", bounded=False), (session_id, limit))
         return cast("list[RowSize]", rows)  # the driver's rows are already these tuples
 
-    def rows_below(self, session_id: str, upto: int | None, limit: int) -> list[ContentRow]:
+    def rows_below(
+        self, session_id: str, upto: int | None, limit: int, max_bytes: int | None = None
+    ) -> list[ContentRow]:
         """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest
-        first: a range scan of the seq index."""
+        first: a range scan of the seq index. With ``max_bytes``: only the first rows whose
+        stored bytes add up to at most ``max_bytes`` (the first row always)."""
+        if max_bytes is not None:
+            bounded = upto is not None
+            params = (session_id, upto, limit) if bounded else (session_id, limit)
+            rows = self._newest_cut(_newest(_CONTENT + ", bytes", bounded=bounded), params,
+                                    max_bytes)
+            return [_content_row(r[:6]) for r in rows]
         if upto is None:
             rows = self._all(_newest(_CONTENT, bounded=False), (session_id, limit))
         else:
@@ -81,23 +90,46 @@ class WindowOps:
         return list(map(_content_row, rows))
 
     def newest_rows(
-        self, session_id: str, leaf_id: str | None, limit: int
+        self, session_id: str, leaf_id: str | None, limit: int, max_bytes: int | None = None
     ) -> tuple[list[ContentRow], bool]:
         """The first window of a newest-first read, in one statement: the ``limit`` rows with
         the highest seqs at or below the leaf (``leaf_id``, else the one ``set_active_leaf``
         chose, else the newest row), newest first, and whether the session has compaction
-        records. No rows when the leaf does not exist."""
+        records. No rows when the leaf does not exist. With ``max_bytes``: only the first rows
+        whose stored bytes add up to at most ``max_bytes`` (the first row always)."""
         if leaf_id:
             bound, params = _LEAF_SEQ, [session_id, leaf_id]
         else:
             bound, params = _ACTIVE_SEQ, [session_id, session_id]
-        rows = self._all(
-            f"SELECT {_CONTENT}, EXISTS (SELECT 1 FROM {COMPACTIONS} WHERE session_id = ?) "
-            f"FROM {MESSAGES} WHERE session_id = ? AND seq <= {bound} "
-            "ORDER BY seq DESC LIMIT ?",
-            (session_id, session_id, *params, limit),
+        statement = (
+            f"SELECT {_CONTENT}, EXISTS (SELECT 1 FROM {COMPACTIONS} WHERE session_id = ?), "
+            f"bytes FROM {MESSAGES} WHERE session_id = ? AND seq <= {bound} "
+            "ORDER BY seq DESC LIMIT ?"
         )
-        return [ContentRow(*r[:6]) for r in rows], bool(rows and rows[0][6])
+        args = (session_id, session_id, *params, limit)
+        if max_bytes is None:
+            rows = self._all(statement, args)
+        else:
+            rows = self._newest_cut(statement, args, max_bytes)
+        return [_content_row(r[:6]) for r in rows], bool(rows and rows[0][6])
+
+    def _newest_cut(
+        self, sql: str, params: Sequence[Any], max_bytes: int
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``sql`` (newest first, stored bytes in a column named ``bytes``, last)
+        while their bytes add up to at most ``max_bytes`` (the first row always): cut here, as
+        the driver steps through them (an engine whose driver holds whole results in memory
+        cuts on the server instead)."""
+        out: list[tuple[Any, ...]] = []
+        used = 0
+        for r in self._run(sql, params):
+            used += r[-1]
+            if out and used > max_bytes:
+                break
+            out.append(r)
+            if used >= max_bytes:
+                break
+        return out
 
     def chain_heads(self, session_id: str, limit: int) -> list[tuple[int, int | None]]:
         """``(seq, the parent's seq)`` of at most ``limit`` of the session's unchained rows (the

@@ -29,8 +29,8 @@ and :mod:`._pg_backend` (the operations and the backend); without psycopg,
   the schema set inside every transaction, never on a connection.
 - ``partitions=N`` creates the session-keyed tables hash-partitioned by session id
   (:mod:`._partitions`); an existing store keeps the partitioning it was created with.
-- Reads run in autocommit (each statement sees the latest commits), or in a read-only
-  transaction when a user pool needs ``search_path`` set.
+- Reads run in autocommit (each statement sees the latest commits, one round trip each);
+  when ``search_path`` must be set per transaction, it travels with each read statement.
 - Migrations are versioned in ``convostore_meta`` (same ``SCHEMA_VERSION`` as SQLite), idempotent
   and serialised by an advisory lock, so several processes may open one database at once. A role
   that may not create tables can run ``postgres_schema.sql`` (:data:`SCHEMA_FILE`) once;
