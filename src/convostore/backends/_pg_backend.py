@@ -623,13 +623,12 @@ class PostgresBackend:
                 finally:
                     end(conn, "ROLLBACK")
                     self._release_conn(conn, switched)
-        except psycopg.errors.DivisionByZero as exc:
-            if ops is None or not ops._strict:
-                raise BackendError(f"PostgreSQL write failed: {exc}") from exc
-            # A strict append met the search table (PostgresWriteOps.append_row): index now.
-            self._fts_seen = True
-            raise ScopeRetry("the search table appeared; run the write again") from exc
         except psycopg.Error as exc:
+            # A strict append met the search table (PostgresWriteOps.append_row): index now.
+            # The pipeline may report the aborted statements after it, so look down the chain.
+            if ops is not None and ops._strict and _divided_by_zero(exc):
+                self._fts_seen = True
+                raise ScopeRetry("the search table appeared; run the write again") from exc
             raise BackendError(f"PostgreSQL write failed: {exc}") from exc
 
     def change_signal(self) -> ListenSignal | None:
@@ -651,6 +650,16 @@ class PostgresBackend:
         self._closed = True
         if self._own_pool:
             self._pool.close()
+
+
+def _divided_by_zero(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an exception it was raised while handling is a division by zero."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, psycopg.errors.DivisionByZero):
+            return True
+        exc, seen = exc.__context__, seen + 1
+    return False
 
 
 def has_store(conninfo: str, redact: Callable[[str], str]) -> bool:
