@@ -185,7 +185,7 @@ class History:
         below it, so one query fetches a whole window; where the chain jumps (a branch), the
         walk looks the parent up and continues from there. The first window is a page
         (:data:`FIRST_PAGE_ROWS` rows, :data:`FIRST_PAGE_BYTES`), read with the leaf in one
-        statement; later windows grow to :data:`WINDOW_ROWS` rows, each cut at
+        statement; later windows are :data:`WINDOW_ROWS` rows, each cut at
         :data:`WINDOW_BYTES` by the engine: taking k messages beyond the first page reads fewer
         than 3k rows. Below the newest compacted span the rest is planned and emitted like an
         oldest-first read, in reverse."""
@@ -262,7 +262,7 @@ class History:
                 upto = take[-1].seq - 1
             else:
                 return  # the parent does not exist: the row reads as a root
-            size, limit = min(size * 3, WINDOW_ROWS), WINDOW_BYTES
+            size, limit = WINDOW_ROWS, WINDOW_BYTES  # past the first page, full windows
 
     def batches(
         self, batch_size: int, max_batch_bytes: int, leaf_id: str | None, newest_first: bool

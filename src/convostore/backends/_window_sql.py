@@ -72,31 +72,24 @@ class WindowOps:
         return cast("list[RowSize]", rows)  # the driver's rows are already these tuples
 
     def rows_below(
-        self, session_id: str, upto: int | None, limit: int, max_bytes: int | None = None
+        self, session_id: str, upto: int | None, limit: int, max_bytes: int
     ) -> list[ContentRow]:
         """The ``limit`` rows with the highest seqs at or below ``upto`` (all when None), newest
-        first: a range scan of the seq index. With ``max_bytes``: only the first rows whose
-        stored bytes add up to at most ``max_bytes`` (the first row always)."""
-        if max_bytes is not None:
-            bounded = upto is not None
-            params = (session_id, upto, limit) if bounded else (session_id, limit)
-            rows = self._newest_cut(_newest(_CONTENT + ", bytes", bounded=bounded), params,
-                                    max_bytes)
-            return [_content_row(r[:6]) for r in rows]
-        if upto is None:
-            rows = self._all(_newest(_CONTENT, bounded=False), (session_id, limit))
-        else:
-            rows = self._all(_newest(_CONTENT, bounded=True), (session_id, upto, limit))
-        return list(map(_content_row, rows))
+        first, a range scan of the seq index; only the first rows whose stored bytes add up to
+        at most ``max_bytes`` (the first row always)."""
+        bounded = upto is not None
+        params = (session_id, upto, limit) if bounded else (session_id, limit)
+        rows = self._newest_cut(_newest(_CONTENT + ", bytes", bounded=bounded), params, max_bytes)
+        return [_content_row(r[:6]) for r in rows]
 
     def newest_rows(
-        self, session_id: str, leaf_id: str | None, limit: int, max_bytes: int | None = None
+        self, session_id: str, leaf_id: str | None, limit: int, max_bytes: int
     ) -> tuple[list[ContentRow], bool]:
         """The first window of a newest-first read, in one statement: the ``limit`` rows with
         the highest seqs at or below the leaf (``leaf_id``, else the one ``set_active_leaf``
         chose, else the newest row), newest first, and whether the session has compaction
-        records. No rows when the leaf does not exist. With ``max_bytes``: only the first rows
-        whose stored bytes add up to at most ``max_bytes`` (the first row always)."""
+        records. No rows when the leaf does not exist. Only the first rows whose stored bytes
+        add up to at most ``max_bytes`` (the first row always)."""
         if leaf_id:
             bound, params = _LEAF_SEQ, [session_id, leaf_id]
         else:
@@ -106,11 +99,7 @@ class WindowOps:
             f"bytes FROM {MESSAGES} WHERE session_id = ? AND seq <= {bound} "
             "ORDER BY seq DESC LIMIT ?"
         )
-        args = (session_id, session_id, *params, limit)
-        if max_bytes is None:
-            rows = self._all(statement, args)
-        else:
-            rows = self._newest_cut(statement, args, max_bytes)
+        rows = self._newest_cut(statement, (session_id, session_id, *params, limit), max_bytes)
         return [_content_row(r[:6]) for r in rows], bool(rows and rows[0][6])
 
     def _newest_cut(
