@@ -104,11 +104,8 @@ def parse(session_id: str, mid: str, text: str) -> Message | None:
         value = codec.loads(text)
     except (ValueError, RecursionError):
         value = None
-    # The common case, checked inline (a full read runs this for every row): the decoder
-    # makes plain dicts, strs and lists, so exact types are is_valid_stored's test.
-    if (type(value) is dict and type(value.get("id")) is str
-            and type(value.get("role")) is str and type(value.get("parts")) is list):
-        return value
+    if codec.is_valid_stored(value):  # the common case, checked once
+        return value  # type: ignore[no-any-return]
     try:
         return decode(session_id, mid, text)  # says why
     except UnreadableMessage as exc:
