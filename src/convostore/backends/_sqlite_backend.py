@@ -140,16 +140,14 @@ _CHOSEN = (
 _EMPTY_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
 # leaf_probe reads the newest row once for its id, seq and run_bytes (three subqueries cost 10k
 # instructions more per append); an empty session has no newest row: _EMPTY_PROBE answers then.
-_LEAF_PROBE_KNOWN = (
+_NEWEST_PROBE = (
     f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ?2 AND id = ?1), id, seq, "
-    f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), run_bytes "
+    f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), run_bytes{{}} "
     f"FROM {MESSAGES} WHERE session_id = ?2 ORDER BY seq DESC LIMIT 1"
 )
-_LEAF_PROBE = _LEAF_PROBE_KNOWN.replace(
-    " run_bytes FROM",
-    f" run_bytes, EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}') "
-    "FROM",
-)
+_LEAF_PROBE_KNOWN = _NEWEST_PROBE.format("")
+_LEAF_PROBE = _NEWEST_PROBE.format(
+    f", EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{FTS}')")
 
 
 def _position(pos: int) -> Position:
@@ -256,15 +254,13 @@ class SqliteOps(SqlOps):
 
     def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
         # the newest row with the id test and the chosen leaf beside it: one statement
-        if self._fts_seen:
-            row = self._conn.execute(_LEAF_PROBE_KNOWN, (id, session_id)).fetchone()
-            if row is not None:
-                return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
-        else:
-            row = self._conn.execute(_LEAF_PROBE, (id, session_id)).fetchone()
-            if row is not None:
+        known = self._fts_seen
+        row = self._conn.execute(_LEAF_PROBE_KNOWN if known else _LEAF_PROBE,
+                                 (id, session_id)).fetchone()
+        if row is not None:
+            if not known:
                 self.fts_hint = self._fts_seen = bool(row[5])
-                return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
+            return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
         exists, tail, top, fts, chosen, run = self._conn.execute(
             _EMPTY_PROBE, (id, session_id)).fetchone()
         self.fts_hint = self._fts_seen = self._fts_seen or bool(fts)
