@@ -509,6 +509,34 @@ def test_an_interrupt_is_not_wrapped_and_rolls_back(spec: BackendSpec) -> None:
 
 
 @pytest.mark.requires("connection_pool")
+def test_an_append_interrupted_after_its_statements_were_sent_commits_nothing(
+    spec: BackendSpec, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plain append may run in the pipeline's implicit transaction (no BEGIN or COMMIT of
+    its own): its lock and insert are already on the wire when the interrupt lands, and still
+    nothing commits, on every configuration (explicit transaction or not)."""
+    from convostore._writes import Writer
+
+    sent = Writer._append_op
+
+    def interrupted(self: Writer, *args: Any, **kwargs: Any) -> Any:
+        sent(self, *args, **kwargs)  # the statement is queued in the pipeline
+        raise KeyboardInterrupt
+
+    with Sessions.open(spec.url, **spec.options) as store:
+        s = store.session()
+        s.append_message(text("a", "kept"))
+        monkeypatch.setattr(Writer, "_append_op", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            s.append_message(text("b", "lost"))
+        monkeypatch.undo()
+        assert ids(s.get_history()) == ["a"]
+        assert store.changes(since=0)[-1].message_id == "a"  # no change logged for "b"
+        s.append_message(text("c", "after"))  # the pool replaced the abandoned connection
+        assert ids(s.get_history()) == ["a", "c"]
+
+
+@pytest.mark.requires("connection_pool")
 def test_a_nested_write_in_one_thread_fails_instead_of_waiting_forever(
     spec: BackendSpec,
 ) -> None:

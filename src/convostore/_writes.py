@@ -206,8 +206,11 @@ class Writer:
     def _append_row(self, prep: Prepared, parent_id: str | None | Unset,
                     created_at: int) -> Appended:
         """The usual append (one row, no payload) as one engine operation, which an engine
-        may send in one round trip (``Ops.append_row``)."""
-        with self._backend.write(self._sid) as ops:
+        may send in one round trip (``Ops.append_row``). Its statements go one by one, so the
+        engine may run them without transaction statements of their own
+        (``locked_statements``): on PostgreSQL the session's lock and the append, committed by
+        the pipeline's sync."""
+        with self._backend.write(self._sid, locked_statements=True) as ops:
             done = self._append_op(ops, prep, parent_id, created_at, decline=True)
         return done()
 
