@@ -189,29 +189,26 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
         check_depth(message, text)
         return text, {}
     ascii_first = _likely_ascii(parts)
-    values = [value for part in parts if isinstance(part, dict) and is_tool_type(part.get("type"))
-              for key, value in part.items()
-              if key in _TOOL_VALUES and isinstance(value, (dict, list))]
+    values: list[Any] = []
+    holed: list[Any] = []
+    for part in parts:
+        if isinstance(part, dict) and is_tool_type(part.get("type")):
+            copy: dict[Any, Any] | None = None
+            for key, value in part.items():
+                if key in _TOOL_VALUES and isinstance(value, (dict, list)):
+                    if copy is None:
+                        copy = dict(part)
+                    copy[key] = f"{_HOLE}{len(values)}"
+                    values.append(value)
+            holed.append(part if copy is None else copy)
+        else:
+            holed.append(part)
     try:
         texts = [dumps(value, ascii_first=ascii_first) for value in values]
         if sum(map(len, texts)) < _HOLE_MIN:  # small values: encoded twice, the text left whole
             text = dumps(message, ascii_first=ascii_first)
             check_depth(message, text)
             return text, {id(v): t for v, t in zip(values, texts, strict=True)}
-        holed: list[Any] = []
-        hole = 0  # the values' index, in the order found above
-        for part in parts:
-            if isinstance(part, dict) and is_tool_type(part.get("type")):
-                copy: dict[Any, Any] | None = None
-                for key, value in part.items():
-                    if key in _TOOL_VALUES and isinstance(value, (dict, list)):
-                        if copy is None:
-                            copy = dict(part)
-                        copy[key] = f"{_HOLE}{hole}"
-                        hole += 1
-                holed.append(part if copy is None else copy)
-            else:
-                holed.append(part)
         skeleton = dumps({**message, "parts": holed}, ascii_first=ascii_first)
     except InvalidMessage:
         dumps(message)  # encode the whole message again: it raises, naming the field
