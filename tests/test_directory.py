@@ -8,6 +8,7 @@ Every test runs on every backend and through both APIs (``store`` / ``open_store
 from __future__ import annotations
 
 import base64
+import json
 import multiprocessing
 import re
 import threading
@@ -130,6 +131,43 @@ def test_ttl_is_refreshed_by_every_message_write(store: Any) -> None:
     entry = s.get_info()
     assert entry is not None and entry.expires_at == T_OLD + 1000 + DAY  # the write's time + ttl
     assert s.update_info(ttl=None).ttl is None
+
+
+def test_appends_in_a_burst_keep_the_directory_row_in_step(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An append leaves the directory row alone only when that changes nothing: updated_at
+    # moves once a second, and a chosen leaf or a ttl is handled by the very next append.
+    import convostore.session as session_module
+
+    clock = [T_OLD]
+    monkeypatch.setattr(session_module, "now_ms", lambda: clock[0])
+    s = store.session("burst")
+    s.append_message(text("m1", "one"))
+    for mid, at in (("m2", T_OLD + 500), ("m3", T_OLD + 999)):
+        clock[0] = at
+        s.append_message(text(mid, "in the same second"))
+    entry = s.get_info()
+    assert entry is not None and entry.updated_at == T_OLD
+    clock[0] = T_OLD + 1000
+    s.append_message(text("m4", "a second later"))
+    entry = s.get_info()
+    assert entry is not None and entry.updated_at == T_OLD + 1000
+    s.set_active_leaf("m2")
+    clock[0] = T_OLD + 1001
+    assert s.append_message(text("m5", "under the chosen leaf")).inserted
+    entry = s.get_info()
+    assert entry is not None and entry.active_leaf is None and entry.updated_at == T_OLD + 1000
+    assert s.get_message("m5") is not None and s.get_branches("m2") != []
+    assert [m["id"] for m in s.get_history()] == ["m1", "m2", "m5"]
+    s.update_info(ttl=timedelta(days=1))
+    clock[0] = T_OLD + 1002
+    s.append_message(text("m6", "the ttl runs from here"))
+    entry = s.get_info()
+    assert entry is not None and entry.expires_at == T_OLD + 1002 + DAY
+    stored = [s.get_message(f"m{i}") for i in range(1, 7)]
+    assert (entry.message_count, entry.bytes) == (6, sum(
+        len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in stored))
 
 
 def test_listing_is_newest_first_with_filters_and_cursors(store: Any) -> None:

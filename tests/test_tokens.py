@@ -317,3 +317,22 @@ def test_a_lone_surrogate_counts_as_its_escape_on_every_encoding_path() -> None:
     assert len(stored_text) == 8 + 6 * 40
     assert estimate_row_tokens(message) == estimate_row_tokens(message, None, encoded)
     assert estimate_value_tokens(output) == math.ceil(len(stored_text) / 4)
+
+
+@pytest.mark.parametrize("size", [0, 10, 1000, 5000])
+def test_the_row_stamp_and_text_are_the_same_whatever_the_tool_values_size(size: int) -> None:
+    """Small tool values are encoded again with the message, large ones once around it: the
+    stored text and the stamped estimate are the same on both paths."""
+    from convostore import codec
+
+    big = {"rows": ["w é " * 3 for _ in range(size // 10)], "n": size}
+    message = {"id": "t", "role": "assistant", "metadata": {"k": [1, {"a": None}]}, "parts": [
+        {"type": "step-start"},
+        {"type": "tool-read", "toolCallId": "c1", "input": {"path": "/src"}, "output": big},
+        {"type": "dynamic-tool", "toolName": "x", "toolCallId": "c2", "input": [size],
+         "output": "a string output " * size},
+        {"type": "text", "text": "done"},
+    ]}
+    text, encoded = codec.dumps_message(message)
+    assert text == codec.dumps(message)
+    assert estimate_row_tokens(message, None, encoded) == estimate_row_tokens(message)

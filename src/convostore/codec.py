@@ -164,6 +164,12 @@ _TOOL_VALUES = ("input", "output", "result")
 _HOLE = "convostore:hole:b5e0c2:"
 """Stands in a tool part for its input or output while the rest of a message is encoded (see
 :func:`dumps_message`); a message that holds the text itself is encoded the slow way."""
+_HOLE_MIN = 1024
+"""Characters of JSON text a message's tool inputs and outputs must reach before
+:func:`dumps_message` encodes the message around them: below it, the values are encoded a
+second time within the whole message, which costs less than cutting and joining the text
+(an agent turn's tool steps usually carry string outputs and an input such as ``{"path":...}``:
+that cut and join copied the whole 12 KB message for a 15-character input)."""
 
 
 def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
@@ -172,7 +178,8 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
     The text is exactly ``dumps(message)``, composed so that the pieces the token estimate
     needs (``id(value) -> text``) are encoded once, not twice: the message is encoded with a
     placeholder string in place of each such value (one call of the C encoder), and the
-    values' texts are put in the placeholders' places.
+    values' texts are put in the placeholders' places; values of less than :data:`_HOLE_MIN`
+    characters in all are simply encoded again with the message.
     """
     parts = message.get("parts")
     if not isinstance(parts, list) or not any(
@@ -198,6 +205,10 @@ def dumps_message(message: Message) -> tuple[str, dict[int, str]]:
             holed.append(part)
     try:
         texts = [dumps(value, ascii_first=ascii_first) for value in values]
+        if sum(map(len, texts)) < _HOLE_MIN:  # small values: encoded twice, the text left whole
+            text = dumps(message, ascii_first=ascii_first)
+            check_depth(message, text)
+            return text, {id(v): t for v, t in zip(values, texts, strict=True)}
         skeleton = dumps({**message, "parts": holed}, ascii_first=ascii_first)
     except InvalidMessage:
         dumps(message)  # encode the whole message again: it raises, naming the field

@@ -139,6 +139,15 @@ _NOTE_INSERT = (
     "OR d.active_leaf IS NOT NULL OR d.ttl IS NOT NULL"
 )
 
+NOTE_QUIET = (
+    f"(SELECT updated_at + {UPDATED_GRAIN_MS - 1} FROM {DIRECTORY} WHERE session_id = {{sid}} "
+    "AND active_leaf IS NULL AND ttl IS NULL)"
+)
+"""The latest message time a note of inserted rows (:data:`_NOTE_INSERT`) leaves the
+session's directory row alone at, or NULL when it would write the row whatever the time (no
+row yet, a chosen leaf to clear, a ttl to refresh): an engine that reads this in the writing
+transaction may skip a note whose newest time is not later (it would change nothing)."""
+
 
 def is_internal(session_id: str) -> bool:
     """Does ``session_id`` name one of convostore's own sessions?"""
