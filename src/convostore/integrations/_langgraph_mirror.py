@@ -14,7 +14,9 @@ engine operation (on PostgreSQL one statement, sent with the checkpoint's: the w
 one round trip). Which messages are new is known without
 a read when this saver mirrored the list's previous state (a per-saver memory of the last
 list mirrored per session, checked message by message); otherwise the session is probed from
-the newest message back until a stored one is found (usually one or two reads).
+the newest message back until a stored one is found (usually one or two reads), except for a
+list of one message (a new thread's first checkpoint), whose write tells whether it was stored
+(and only then is it read, after the commit, to see whether it was edited).
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ class Plan:
         default_factory=list)
     """Each message written, with its parent and, to call after the commit, its change's
     position (None: the id was stored already)."""
+    unprobed: bool = False
+    """The session was not probed (:meth:`Mirror.plan`): a message found stored by the write
+    is compared (and updated if edited) after the commit, as the probe would have."""
+    found_stored: bool = False
 
     @property
     def one_row_each(self) -> bool:
@@ -151,10 +157,15 @@ class Mirror:
             return None
         ids = _ids(messages)
         known = self._remembered_prefix(session_id, ids, messages)
-        if known < 0:
+        # A single message (a new thread's first checkpoint, usually) is not probed: its write
+        # says whether its id is stored (writing nothing then), one read fewer.
+        unprobed = known < 0 and len(messages) == 1
+        if unprobed:
+            known = 0
+        elif known < 0:
             known = self._probe(session_id, ids, messages)
         writer = Writer(self.store.core, session_id)
-        plan = Plan(session_id, messages, ids, writer)
+        plan = Plan(session_id, messages, ids, writer, unprobed=unprobed)
         parent = ids[known - 1] if known > 0 else None
         for i in range(known, len(messages)):
             prep = writer.prepare(_stored(messages[i], ids[i]), "server")
@@ -168,11 +179,13 @@ class Mirror:
         created = now_ms()
         writer = plan.writer
         plan.inserted.clear()  # a scope run again starts over
+        plan.found_stored = False
         for prep, parent in plan.new:
             settled = writer.append_in(ops, prep, parent, created)
             if settled is None:  # continuation rows or payloads: the general way
                 logged = writer.insert_in(ops, prep, parent, created, verbatim=False)
                 if logged is None:
+                    plan.found_stored = True
                     continue
                 settled = logged.committed
             plan.inserted.append((prep, parent, settled))
@@ -187,9 +200,13 @@ class Mirror:
         events = self.store.core.events
         for prep, parent, settled in plan.inserted:
             cursor = settled()  # wakes this process's watchers too
-            if cursor is not None and events.listened:
+            if cursor is None:
+                plan.found_stored = True
+            elif events.listened:
                 events.emit(ChangeEvent("append", plan.session_id, message=prep.message,
                                         parent_id=parent, inserted=True, cursor=cursor))
+        if plan.unprobed and plan.found_stored:
+            self._probe(plan.session_id, plan.ids, plan.messages)  # edited in place?
 
     def forget(self, session_id: str) -> None:
         """Drop what is remembered of a session (it was cleared)."""
