@@ -11,12 +11,12 @@ content, so writing the same list twice adds nothing.
 The new messages are appended in the checkpoint's own transaction (:meth:`Mirror.write_in`),
 so a checkpoint and its conversation commit together; a message of one row is appended as one
 engine operation (on PostgreSQL one statement, sent with the checkpoint's: the whole put is
-one round trip). Which messages are new is known without
-a read when this saver mirrored the list's previous state (a per-saver memory of the last
-list mirrored per session, checked message by message); otherwise the session is probed from
-the newest message back until a stored one is found (usually one or two reads), except for a
-list of one message (a new thread's first checkpoint), whose write tells whether it was stored
-(and only then is it read, after the commit, to see whether it was edited).
+one round trip). Which messages are new is known without a read when this saver
+mirrored the list's previous state (a per-saver memory of the last list mirrored per session:
+the same message objects, or equal ones); otherwise the session is probed from the newest
+message back until a stored one is found (usually one or two reads), except for a list of one
+message (a new thread's first checkpoint), whose write tells whether it was stored (and only
+then is it read, after the commit, to see whether it was edited).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from threading import Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -65,9 +66,9 @@ def mirror_session_id(thread_id: str, checkpoint_ns: str = "") -> str:
     return thread_id if not checkpoint_ns else f"{thread_id}#{checkpoint_ns}"
 
 
-def _ids(messages: Sequence[BaseMessage]) -> list[str]:
+def _ids(messages: Sequence[BaseMessage], parent: str = "") -> list[str]:
+    """The mirror's id of each message (``parent``: the id of the message before the first)."""
     ids: list[str] = []
-    parent = ""
     for message in messages:
         mid = message.id
         if not isinstance(mid, str) or not mid:
@@ -116,21 +117,27 @@ class Mirror:
         self._lock = Lock()
         self._last: OrderedDict[str, tuple[list[str], list[BaseMessage]]] = OrderedDict()
 
-    def _remembered_prefix(self, session_id: str, ids: list[str],
-                           messages: list[BaseMessage]) -> int:
-        """How many leading messages are known to be mirrored already (-1: unknown)."""
+    def _remembered(self, session_id: str, messages: list[BaseMessage]
+                    ) -> tuple[list[str], int]:
+        """The messages' ids, and how many leading ones are known to be mirrored already
+        (-1: unknown)."""
         with self._lock:
             last = self._last.get(session_id)
         if last is None:
-            return -1
+            return _ids(messages), -1
         last_ids, last_messages = last
         n = len(last_ids)
+        # The very objects mirrored last (LangGraph's reducer keeps them), their ids too: only
+        # the new messages are looked at, and the rest costs an identity check at C speed.
+        if n <= len(messages) and all(map(is_, last_messages, messages)):
+            return last_ids + _ids(messages[n:], last_ids[-1] if n else ""), n
+        ids = _ids(messages)
         if n > len(ids) or ids[:n] != last_ids:
-            return -1
+            return ids, -1
         for old, new in zip(last_messages, messages, strict=False):
             if old is not new and old != new:
-                return -1  # a message was edited in place: look at the session instead
-        return n
+                return ids, -1  # a message was edited in place: look at the session instead
+        return ids, n
 
     def _probe(self, session_id: str, ids: list[str], messages: list[BaseMessage]) -> int:
         """Find the newest stored message, from the end (one read each); update it if its
@@ -155,8 +162,7 @@ class Mirror:
         messages = [m for m in value if isinstance(m, BaseMessage)]
         if not messages:
             return None
-        ids = _ids(messages)
-        known = self._remembered_prefix(session_id, ids, messages)
+        ids, known = self._remembered(session_id, messages)
         # A single message (a new thread's first checkpoint, usually) is not probed: its write
         # says whether its id is stored (writing nothing then), one read fewer.
         unprobed = known < 0 and len(messages) == 1
