@@ -207,6 +207,24 @@ def test_subgraph_namespaces_mirror_apart(store: Sessions) -> None:
     assert mirror_session_id("t", "sub:1") == "t#sub:1"
 
 
+def test_a_saver_without_memory_of_a_thread_updates_a_message_edited_in_place(
+    store: Sessions,
+) -> None:
+    """A saver that did not mirror the thread before (another process, a restart) finds what
+    is stored: lists of one message by writing (nothing, when its id is stored) then comparing
+    it, longer ones by probing first; either way an edited message is updated, and nothing is
+    written twice."""
+    for thread, before in (("one", []), ("two", [AIMessage("earlier", id="a0")])):
+        for text_ in ("draft", "final"):
+            saver = ConvostoreSaver(store)  # a fresh saver: no memory of the thread
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"messages": [*before, HumanMessage(text_, id="h1")]}
+            cp["channel_versions"] = {"messages": saver.get_next_version(None, None)}
+            saver.put(_cfg(thread), cp, {"step": 0}, dict(cp["channel_versions"]))
+        expected = ["assistant:earlier"] * len(before) + ["user:final"]
+        assert _texts(store.session(thread).get_history()) == expected
+
+
 class _Recording(JsonPlusSerializer):
     """Records which serializer object serialised something."""
 

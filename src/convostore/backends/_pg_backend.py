@@ -108,6 +108,13 @@ _LEAF_PROBE_FTS = (
 )
 
 
+# Values the store's connections TOAST (a LangGraph thread's whole message list, every step)
+# are compressed with lz4 where the server has it (PostgreSQL 14+ built with lz4): pglz cost
+# about 200 us of server CPU more per graph step (benchmarks/langgraph.py, 10-20 KB values).
+_LZ4 = ("SELECT set_config('default_toast_compression', 'lz4', false) FROM pg_settings "
+        "WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)")
+
+
 def _ident(name: str) -> str:
     """``name`` as a quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
@@ -378,6 +385,8 @@ class PostgresBackend:
                          "'read committed', false)")
         if self._path is not None and not self._per_tx_path:
             conn.execute("SELECT set_config('search_path', %s, false)", (self._path,))
+        if not self._pooler:  # a pooler's server connection is not ours to set
+            conn.execute(_LZ4)
 
     def _prepare_conn(self, conn: psycopg.Connection[Any]) -> bool:
         """Make a user pool's connection autocommit for the scope; True if it was not.

@@ -11,10 +11,12 @@ content, so writing the same list twice adds nothing.
 The new messages are appended in the checkpoint's own transaction (:meth:`Mirror.write_in`),
 so a checkpoint and its conversation commit together; a message of one row is appended as one
 engine operation (on PostgreSQL one statement, sent with the checkpoint's: the whole put is
-one round trip). Which messages are new is known without
-a read when this saver mirrored the list's previous state (a per-saver memory of the last
-list mirrored per session, checked message by message); otherwise the session is probed from
-the newest message back until a stored one is found (usually one or two reads).
+one round trip). Which messages are new is known without a read when this saver
+mirrored the list's previous state (a per-saver memory of the last list mirrored per session:
+the same message objects, or equal ones); otherwise the session is probed from the newest
+message back until a stored one is found (usually one or two reads), except for a list of one
+message (a new thread's first checkpoint), whose write tells whether it was stored (and only
+then is it read, after the commit, to see whether it was edited).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from threading import Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -63,9 +66,9 @@ def mirror_session_id(thread_id: str, checkpoint_ns: str = "") -> str:
     return thread_id if not checkpoint_ns else f"{thread_id}#{checkpoint_ns}"
 
 
-def _ids(messages: Sequence[BaseMessage]) -> list[str]:
+def _ids(messages: Sequence[BaseMessage], parent: str = "") -> list[str]:
+    """The mirror's id of each message (``parent``: the id of the message before the first)."""
     ids: list[str] = []
-    parent = ""
     for message in messages:
         mid = message.id
         if not isinstance(mid, str) or not mid:
@@ -94,6 +97,10 @@ class Plan:
         default_factory=list)
     """Each message written, with its parent and, to call after the commit, its change's
     position (None: the id was stored already)."""
+    unprobed: bool = False
+    """The session was not probed (:meth:`Mirror.plan`): a message found stored by the write
+    is compared (and updated if edited) after the commit, as the probe would have."""
+    found_stored: bool = False
 
     @property
     def one_row_each(self) -> bool:
@@ -110,21 +117,27 @@ class Mirror:
         self._lock = Lock()
         self._last: OrderedDict[str, tuple[list[str], list[BaseMessage]]] = OrderedDict()
 
-    def _remembered_prefix(self, session_id: str, ids: list[str],
-                           messages: list[BaseMessage]) -> int:
-        """How many leading messages are known to be mirrored already (-1: unknown)."""
+    def _remembered(self, session_id: str, messages: list[BaseMessage]
+                    ) -> tuple[list[str], int]:
+        """The messages' ids, and how many leading ones are known to be mirrored already
+        (-1: unknown)."""
         with self._lock:
             last = self._last.get(session_id)
         if last is None:
-            return -1
+            return _ids(messages), -1
         last_ids, last_messages = last
         n = len(last_ids)
+        # The very objects mirrored last (LangGraph's reducer keeps them), their ids too: only
+        # the new messages are looked at, and the rest costs an identity check at C speed.
+        if n <= len(messages) and all(map(is_, last_messages, messages)):
+            return last_ids + _ids(messages[n:], last_ids[-1] if n else ""), n
+        ids = _ids(messages)
         if n > len(ids) or ids[:n] != last_ids:
-            return -1
+            return ids, -1
         for old, new in zip(last_messages, messages, strict=False):
             if old is not new and old != new:
-                return -1  # a message was edited in place: look at the session instead
-        return n
+                return ids, -1  # a message was edited in place: look at the session instead
+        return ids, n
 
     def _probe(self, session_id: str, ids: list[str], messages: list[BaseMessage]) -> int:
         """Find the newest stored message, from the end (one read each); update it if its
@@ -149,12 +162,16 @@ class Mirror:
         messages = [m for m in value if isinstance(m, BaseMessage)]
         if not messages:
             return None
-        ids = _ids(messages)
-        known = self._remembered_prefix(session_id, ids, messages)
-        if known < 0:
+        ids, known = self._remembered(session_id, messages)
+        # A single message (a new thread's first checkpoint, usually) is not probed: its write
+        # says whether its id is stored (writing nothing then), one read fewer.
+        unprobed = known < 0 and len(messages) == 1
+        if unprobed:
+            known = 0
+        elif known < 0:
             known = self._probe(session_id, ids, messages)
         writer = Writer(self.store.core, session_id)
-        plan = Plan(session_id, messages, ids, writer)
+        plan = Plan(session_id, messages, ids, writer, unprobed=unprobed)
         parent = ids[known - 1] if known > 0 else None
         for i in range(known, len(messages)):
             prep = writer.prepare(_stored(messages[i], ids[i]), "server")
@@ -168,11 +185,13 @@ class Mirror:
         created = now_ms()
         writer = plan.writer
         plan.inserted.clear()  # a scope run again starts over
+        plan.found_stored = False
         for prep, parent in plan.new:
             settled = writer.append_in(ops, prep, parent, created)
             if settled is None:  # continuation rows or payloads: the general way
                 logged = writer.insert_in(ops, prep, parent, created, verbatim=False)
                 if logged is None:
+                    plan.found_stored = True
                     continue
                 settled = logged.committed
             plan.inserted.append((prep, parent, settled))
@@ -187,9 +206,13 @@ class Mirror:
         events = self.store.core.events
         for prep, parent, settled in plan.inserted:
             cursor = settled()  # wakes this process's watchers too
-            if cursor is not None and events.listened:
+            if cursor is None:
+                plan.found_stored = True
+            elif events.listened:
                 events.emit(ChangeEvent("append", plan.session_id, message=prep.message,
                                         parent_id=parent, inserted=True, cursor=cursor))
+        if plan.unprobed and plan.found_stored:
+            self._probe(plan.session_id, plan.ids, plan.messages)  # edited in place?
 
     def forget(self, session_id: str) -> None:
         """Drop what is remembered of a session (it was cleared)."""
