@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Literal
 
 from ..errors import BackendError, StoreClosed
+from ._append_sql import _NOT_WRITTEN, _WRITTEN
 from ._changes_sql import CHANGE_HEAD, CHANGE_INSERT, CHANGE_INSERT_AT
 from ._directory_sql import NOTE_QUIET
 from ._legacy_sql import LegacySql
@@ -164,14 +165,6 @@ def _position(pos: int) -> Position:
 
 def _appended_at(position: Position) -> Appended:
     return Appended(True, position())
-
-
-def _NOT_WRITTEN() -> Appended:
-    return Appended(False, None)
-
-
-def _WRITTEN() -> Appended:
-    return Appended(True, None)
 
 
 class SqliteLegacySql(LegacySql):
