@@ -225,6 +225,34 @@ def test_a_saver_without_memory_of_a_thread_updates_a_message_edited_in_place(
         assert _texts(store.session(thread).get_history()) == expected
 
 
+def test_a_message_object_changed_in_place_is_mirrored_as_it_now_is(store: Sessions) -> None:
+    """The saver remembers the message objects it mirrored last; a put of the same objects is
+    still read as they are now: an id-less message edited in place (its id derives from its
+    content) and an id set in place are mirrored as the full comparison mirrors them."""
+    saver = ConvostoreSaver(store)
+    version = None
+
+    def put(thread: str, messages: list[Any]) -> None:
+        nonlocal version
+        version = saver.get_next_version(version, None)
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": list(messages)}
+        cp["channel_versions"] = {"messages": version}
+        saver.put(_cfg(thread), cp, {"step": 0}, dict(cp["channel_versions"]))
+
+    draft = HumanMessage("draft")
+    put("edited", [draft])
+    draft.content = "final"
+    put("edited", [draft, AIMessage("reply", id="r1")])
+    assert _texts(store.session("edited").get_history()) == ["user:final", "assistant:reply"]
+
+    late = HumanMessage("hi")
+    put("named", [late])
+    late.id = "real-id"
+    put("named", [late, AIMessage("reply", id="r2")])
+    assert [m["id"] for m in store.session("named").get_history()] == ["real-id", "r2"]
+
+
 class _Recording(JsonPlusSerializer):
     """Records which serializer object serialised something."""
 

@@ -26,7 +26,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import is_
+from operator import attrgetter, is_
 from threading import Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -64,6 +64,9 @@ def mirror_session_id(thread_id: str, checkpoint_ns: str = "") -> str:
     subgraph's namespace.
     """
     return thread_id if not checkpoint_ns else f"{thread_id}#{checkpoint_ns}"
+
+
+_MESSAGE_ID = attrgetter("id")
 
 
 def _ids(messages: Sequence[BaseMessage], parent: str = "") -> list[str]:
@@ -128,8 +131,12 @@ class Mirror:
         last_ids, last_messages = last
         n = len(last_ids)
         # The very objects mirrored last (LangGraph's reducer keeps them), their ids too: only
-        # the new messages are looked at, and the rest costs an identity check at C speed.
-        if n <= len(messages) and all(map(is_, last_messages, messages)):
+        # the new messages are looked at, and the rest costs an identity check at C speed. Each
+        # must still carry the id it was mirrored under: an id set or changed in place, or an
+        # id-less message (its id derives from its content, which may have changed), takes the
+        # full path below.
+        if (n <= len(messages) and all(map(is_, last_messages, messages))
+                and list(map(_MESSAGE_ID, last_messages)) == last_ids):
             return last_ids + _ids(messages[n:], last_ids[-1] if n else ""), n
         ids = _ids(messages)
         if n > len(ids) or ids[:n] != last_ids:
