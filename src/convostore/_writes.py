@@ -259,7 +259,7 @@ class Writer:
         :meth:`~._changes.Logged.committed` the caller calls once the scope has committed;
         None when the id already exists."""
         sid, msg = self._sid, prep.message
-        exists, tail_id, max_seq, chosen, tail_run = ops.leaf_probe(sid, msg["id"])
+        exists, tail_id, max_seq, chosen, tail_run, _ = ops.leaf_probe(sid, msg["id"])
         if exists:
             return None
         seq = max_seq + 1
@@ -317,7 +317,7 @@ class Writer:
         with self._backend.write(sid) as ops:
             ids = list(dict.fromkeys(r.prep.message["id"] for r in rows))
             present = set(ops.seqs_of(sid, ids))
-            _, tail_id, seq, chosen, run = ops.leaf_probe(sid, ids[0] if ids else "")
+            _, tail_id, seq, chosen, run, _ = ops.leaf_probe(sid, ids[0] if ids else "")
             leaf = chosen or tail_id
             slots: list[int | None] = []  # per row, its index among the rows written
             entries: list[tuple[str, str | None]] = []  # (id, parent) of each row written

@@ -22,7 +22,7 @@ class AppendOps:
     def row_meta(self, session_id: str, id: str) -> RowMeta | None:
         raise NotImplementedError
 
-    def insert_message(self, row: NewRow) -> None:
+    def insert_message(self, row: NewRow, quiet: int | None = None) -> None:
         raise NotImplementedError
 
     def fts_exists(self) -> bool:
@@ -40,14 +40,14 @@ class AppendOps:
     ) -> Callable[[], Appended]:
         # never declines: the scope asks for the search table itself
         sid = row.session_id
-        exists, tail, top, chosen, run = self.leaf_probe(sid, row.id)
+        exists, tail, top, chosen, run, quiet = self.leaf_probe(sid, row.id)
         if exists:
             return _NOT_WRITTEN
         parent = link_parent(link, tail, chosen, lambda pid: self.row_meta(sid, pid) is not None)
         # built whole rather than with _replace(), which costs as much again (every append)
         self.insert_message(NewRow._make((
             *row[:2], top + 1, parent, *row[4:10], parent is not None and parent == tail,
-            run + row.bytes)))
+            run + row.bytes)), quiet)
         text = index() if self.fts_exists() else ""
         if text:
             self.fts_insert([(sid, row.id, text)])

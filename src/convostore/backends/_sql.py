@@ -476,12 +476,13 @@ class SqlOps(
         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
     )
 
-    def insert_message(self, row: NewRow) -> None:
+    def insert_message(self, row: NewRow, quiet: int | None = None) -> None:
         # ``chained`` holds only while the parent keeps ``seq - 1``: seqs never change and a
         # re-parented row is unchained (set_parent), so the pair stays adjacent for good.
         self._run(self._INSERT, _params(row))
-        self.dir_note_insert(row.session_id, row.created_at, row.bytes,
-                             top_seq=row.seq, top_run=row.run_bytes)
+        if quiet is None or row.created_at > quiet:  # else the note would change nothing
+            self.dir_note_insert(row.session_id, row.created_at, row.bytes,
+                                 top_seq=row.seq, top_run=row.run_bytes)
 
     def insert_messages(self, rows: Sequence[NewRow]) -> None:
         """:meth:`insert_message` of several rows, sent as one batch (a batch write)."""

@@ -14,13 +14,11 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, Literal
 
 from ..errors import BackendError, StoreClosed
-from ._append_sql import _NOT_WRITTEN, _WRITTEN
 from ._changes_sql import CHANGE_HEAD, CHANGE_INSERT, CHANGE_INSERT_AT
 from ._directory_sql import NOTE_QUIET
 from ._legacy_sql import LegacySql
@@ -29,19 +27,15 @@ from ._schema import DIRECTORY, FTS, MESSAGES, META
 from ._sql import SqlOps
 from ._sqlite_signal import DataVersionSignal
 from .base import (
-    Appended,
     AppendProbe,
     ChangeRow,
     Engine,
     FtsHit,
     LeafProbe,
-    Link,
-    NewRow,
     OldTexts,
     Position,
     _batches,
     _marks,
-    link_parent,
 )
 
 logger = logging.getLogger("convostore")
@@ -147,7 +141,8 @@ _CHOSEN = (
 _EMPTY_PROBE = f"{_APPEND_PROBE}, {_CHOSEN}"
 # leaf_probe reads the newest row once for its id, seq and run_bytes (three subqueries cost 10k
 # instructions more per append); an empty session has no newest row: _EMPTY_PROBE answers then.
-# Its sixth column says whether the directory note of an append may be skipped (NOTE_QUIET).
+# Its sixth column is the time up to which an insert's directory note changes nothing
+# (NOTE_QUIET, LeafProbe.quiet).
 _NEWEST_PROBE = (
     f"SELECT EXISTS (SELECT 1 FROM {MESSAGES} WHERE session_id = ?2 AND id = ?1), id, seq, "
     f"(SELECT active_leaf FROM {DIRECTORY} WHERE session_id = ?2), run_bytes, "
@@ -161,10 +156,6 @@ _LEAF_PROBE = _NEWEST_PROBE.format(
 
 def _position(pos: int) -> Position:
     return lambda: pos
-
-
-def _appended_at(position: Position) -> Appended:
-    return Appended(True, position())
 
 
 class SqliteLegacySql(LegacySql):
@@ -273,47 +264,11 @@ class SqliteOps(SqlOps):
         if row is not None:
             if not known:
                 self.fts_hint = self._fts_seen = bool(row[6])
-            return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4])
+            return LeafProbe(bool(row[0]), row[1], row[2], row[3], row[4], row[5])
         exists, tail, top, fts, chosen, run = self._conn.execute(
             _EMPTY_PROBE, (id, session_id)).fetchone()
         self.fts_hint = self._fts_seen = self._fts_seen or bool(fts)
         return LeafProbe(bool(exists), tail, top or 0, chosen, run or 0)
-
-    def append_row(
-        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None,
-        decline: bool = True,
-    ) -> Callable[[], Appended]:
-        # AppendOps.append_row's steps on this connection, in one method (every append runs
-        # it): the probe also says whether the directory note would change nothing (then it
-        # is not sent), and the change is written at once unless the scope logged rows before
-        # it (positions follow the order of logging, as flush_changes gives them).
-        sid, mid = row.session_id, row.id
-        conn = self._conn
-        known = self._fts_seen
-        found = conn.execute(_LEAF_PROBE_KNOWN if known else _LEAF_PROBE, (mid, sid)).fetchone()
-        if found is None:  # an empty session: the shared steps
-            return super().append_row(row, link, index, change, decline)
-        if not known:
-            self.fts_hint = self._fts_seen = bool(found[6])
-        if found[0]:
-            return _NOT_WRITTEN
-        _, tail, top, chosen, run, quiet = found[:6]
-        parent = link_parent(link, tail, chosen, lambda pid: self.row_meta(sid, pid) is not None)
-        seq, size, created_at = top + 1, row.bytes, row.created_at
-        run += size
-        conn.execute(self._INSERT, (sid, mid, seq, parent, *row[4:10],
-                                    int(parent is not None and parent == tail), run))
-        if quiet is None or created_at > quiet:
-            self.dir_note_insert(sid, created_at, size, top_seq=seq, top_run=run)
-        text = index() if self.fts_exists() else ""
-        if text:
-            self.fts_insert([(sid, mid, text)])
-        if change is None:
-            return _WRITTEN
-        entry = (*change[:3], parent, *change[4:])
-        if self._changes:  # rows logged earlier in the scope come first
-            return partial(_appended_at, self.log_change(ChangeRow._make(entry)))
-        return partial(Appended, True, int(conn.execute(CHANGE_INSERT, entry).lastrowid or 0))
 
     def fts_create(self) -> None:
         self._run(_FTS_DDL)

@@ -216,6 +216,10 @@ class LeafProbe(NamedTuple):
     """The leaf ``set_active_leaf`` chose, or None."""
     tail_run: int
     """The newest row's ``run_bytes`` (0: no rows)."""
+    quiet: int | None = None
+    """The latest message time at which the directory note of an insert would change nothing
+    (:data:`._directory_sql.NOTE_QUIET`), or None: note every insert (an engine that does not
+    read it)."""
 
 
 class Link(NamedTuple):
@@ -439,7 +443,7 @@ class Ops(Protocol):
             so the caller's other writes in the scope never commit without the row.
         """
         ...
-    def insert_message(self, row: NewRow) -> None: ...
+    def insert_message(self, row: NewRow, quiet: int | None = None) -> None: ...
     def insert_messages(self, rows: Sequence[NewRow]) -> None: ...
     def update_message(
         self, session_id: str, id: str, role: str, content: str, content_chunks: int,
