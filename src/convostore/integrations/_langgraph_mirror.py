@@ -104,6 +104,8 @@ class Plan:
     """The session was not probed (:meth:`Mirror.plan`): a message found stored by the write
     is compared (and updated if edited) after the commit, as the probe would have."""
     found_stored: bool = False
+    """A message of :attr:`new` was found stored by its write (set by the write and its
+    commit): with :attr:`unprobed`, the session is compared after the commit."""
 
     @property
     def one_row_each(self) -> bool:
