@@ -175,8 +175,8 @@ def raw_connection(path: str, durability: str) -> sqlite3.Connection:
 
 def _open_pg(url: str, schema: str, locks: str, pooled: bool) -> Sessions:
     """A store with the session lock of ``locks`` ("row" or "advisory")."""
-    from convostore.backends._pg_backend import PostgresBackend
     from convostore.backends.postgres import ENGINE
+    from convostore.backends.postgres._engine import PostgresBackend
 
     return Sessions(PostgresBackend(url, schema=schema, pool_size=2, engine=ENGINE,
                                     locks=locks, transaction_pooler=pooled))

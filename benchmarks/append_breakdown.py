@@ -88,7 +88,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--autocheckpoint", type=int, metavar="PAGES",
                     help="the store's wal_autocheckpoint (default: the store's own, "
-                    "convostore.backends._sqlite_backend.WAL_AUTOCHECKPOINT_PAGES)")
+                    "convostore.backends.sqlite._engine.WAL_AUTOCHECKPOINT_PAGES)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="convostore-breakdown-") as tmp:

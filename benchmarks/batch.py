@@ -158,7 +158,7 @@ def turns_workload(root: str, report: Report, turns: int, chunk: int) -> None:
 
 def _raw_store(path: str) -> sqlite3.Connection:
     """The floor's table: what any store of ordered sessions indexes, nothing more."""
-    from convostore.backends._sqlite_backend import WAL_AUTOCHECKPOINT_PAGES
+    from convostore.backends.sqlite._engine import WAL_AUTOCHECKPOINT_PAGES
 
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")

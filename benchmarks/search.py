@@ -57,7 +57,7 @@ APPEND_SALT = 1_000
 def pg_config() -> str:
     """The text search configuration the PostgreSQL backend indexes with (for the baselines)."""
     try:
-        from convostore.backends._pg_search import TS_CONFIG
+        from convostore.backends.postgres._search import TS_CONFIG
     except ImportError:
         return "english"
     return str(TS_CONFIG)

@@ -64,7 +64,7 @@ _CHILD = """
 import json, sys
 import uvicorn
 from convostore import Sessions
-from convostore._cli_serve import bind
+from convostore.cli._serve import bind
 from convostore.web import create_app
 url, options, page_size = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 with Sessions.open(url, **options) as store:

@@ -129,7 +129,7 @@ def search_probe_sent(ops: Ops) -> bool:
 def hold_store_lock(conn: Any, store: Sessions) -> None:
     """Take, in ``conn``'s open transaction (another connection, same schema), the lock every
     writer of the store waits for: the messages table's lock that the store-wide scope takes."""
-    from convostore.backends._pg_scope import LOCK_STORE
+    from convostore.backends.postgres._scope import LOCK_STORE
 
     raw: Any = backend(store)
     schema = raw.schema

@@ -31,7 +31,7 @@ def serving(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 and a free port; yields the base URL (no trailing slash)."""
     import uvicorn
 
-    from convostore._cli_serve import bind
+    from convostore.cli._serve import bind
 
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]

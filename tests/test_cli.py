@@ -27,9 +27,9 @@ from _helpers import ids, text
 from conftest import PG_URL
 
 from convostore import Sessions
-from convostore._cli_text import Output, visible, when
 from convostore.backends._engines import display_url, local_file, parse_url
 from convostore.cli import build_parser, main
+from convostore.cli._text import Output, visible, when
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC

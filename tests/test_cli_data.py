@@ -17,7 +17,7 @@ from conftest import PG_URL
 from test_cli import run
 
 from convostore import Sessions
-from convostore._cli_data import IMPORT_BATCH
+from convostore.cli._data import IMPORT_BATCH
 from convostore.dump import VERSION
 
 T0 = 1_700_000_000_000

@@ -202,7 +202,7 @@ def test_listing_is_newest_first_with_filters_and_cursors(store: Any) -> None:
 
 def test_the_owner_listing_reads_an_index(store: Any) -> None:
     """The SQL a filtered listing sends is answered from the owner index, not a scan."""
-    from convostore.backends._directory_sql import ENTRY_COLUMNS
+    from convostore.directory._sql import ENTRY_COLUMNS
 
     cols = ", ".join(ENTRY_COLUMNS)
     plan = query_plan(

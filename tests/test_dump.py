@@ -16,8 +16,8 @@ from _storage import execute, reading
 from conftest import PG_URL, BackendSpec, _drop_schema
 
 from convostore import BadDump, ChangeEvent, DumpTooNew, Sessions
-from convostore.backends._directory_sql import BYTES_SQL, COUNT_SQL
 from convostore.context import Context
+from convostore.directory._sql import BYTES_SQL, COUNT_SQL
 from convostore.dump import VERSION, DumpCounts, dump, dump_lines, migrate, restore
 from convostore.manager import SessionManager
 

@@ -21,7 +21,7 @@ from _storage import seqs
 from conftest import PG_URL, BackendSpec
 
 from convostore import Sessions, StoredCompaction
-from convostore._legacy import CHAT_WINDOW_BYTES, to_v5, windows
+from convostore.legacy._lift import CHAT_WINDOW_BYTES, to_v5, windows
 
 SQLITE_DDL = [
     """CREATE TABLE IF NOT EXISTS assistant_messages (

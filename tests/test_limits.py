@@ -28,7 +28,7 @@ from convostore import (
     InvalidMessageType,
     Sessions,
 )
-from convostore._limits import MAX_COUNT, MAX_ID_BYTES, MAX_TIMESTAMP_MS
+from convostore.limits import MAX_COUNT, MAX_ID_BYTES, MAX_TIMESTAMP_MS
 
 BAD_IDS = {
     "nul": "a\x00b",

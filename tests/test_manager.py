@@ -18,8 +18,8 @@ from _blocking import _wait, blocking_manager
 from _helpers import ids, text
 from _storage import has_registry, has_search_table
 
-import convostore._manager as manager_impl
 import convostore.manager as manager_module
+import convostore.manager._sync as manager_impl
 from convostore import AsyncSessions, Sessions
 from convostore.context import AsyncContext, Context, ToolDefinition
 from convostore.manager import (

@@ -21,7 +21,7 @@ from convostore import (
     StoreClosed,
 )
 from convostore.backends._schema import SCHEMA_VERSION
-from convostore.backends._sqlite_backend import (
+from convostore.backends.sqlite._engine import (
     WAL_AUTOCHECKPOINT_PAGES,
     WAL_AUTOCHECKPOINT_PAGES_FULL,
 )

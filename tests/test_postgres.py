@@ -435,7 +435,7 @@ def test_a_table_dropped_while_a_writer_waited_for_its_lock_is_gone_for_it(
     import threading
     import time
 
-    from convostore.backends._legacy_sql import LEGACY_MESSAGES
+    from convostore.legacy._sql import LEGACY_MESSAGES
 
     schema = spec.options["schema"]
     with Sessions.open(spec.url, schema=schema, pool_size=1, **_pooled(spec)) as store:
@@ -534,7 +534,7 @@ def test_an_append_interrupted_after_its_statements_were_sent_commits_nothing(
     """A plain append may run in the pipeline's implicit transaction (no BEGIN or COMMIT of
     its own): its lock and insert are already on the wire when the interrupt lands, and still
     nothing commits, on every configuration (explicit transaction or not)."""
-    from convostore._writes import Writer
+    from convostore.messages._writes import Writer
 
     sent = Writer._append_op
 

@@ -10,8 +10,8 @@ import pytest
 from _helpers import ids, text
 
 from convostore import COMPACTION_PREFIX, ImportItem, Sessions
-from convostore._runs import CHAIN_HEADS, Runs, chain_runs
 from convostore.backends._sql import SqlOps
+from convostore.messages._runs import CHAIN_HEADS, Runs, chain_runs
 
 # --- Runs and chain_runs, pure ---------------------------------------------------------------
 

@@ -21,8 +21,8 @@ import uvicorn
 from playwright.sync_api import sync_playwright
 
 from convostore import Sessions
-from convostore._cli_serve import bind
 from convostore.cli import main
+from convostore.cli._serve import bind
 from convostore.web import create_app
 
 IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"

@@ -16,9 +16,15 @@ search; media stored once, out of line; a change feed.
 
 from __future__ import annotations
 
-from ._records import MessageRecord, PruneResult, SessionEntry, SessionPage, SiblingPosition
 from .aio import AsyncSession, AsyncSessions
 from .compaction import COMPACTION_PREFIX, create_compact_function, is_compaction_message
+from .directory._records import (
+    MessageRecord,
+    PruneResult,
+    SessionEntry,
+    SessionPage,
+    SiblingPosition,
+)
 from .errors import (
     BackendError,
     BadDump,

@@ -21,14 +21,14 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from ._autocompact import AutoCompaction
 from ._background import Background
-from ._changes import ChangeLog
-from ._estimate import Memos
-from ._search import SearchIndex
-from ._watch import Waker
 from .backends.base import Backend
+from .compaction._auto import AutoCompaction
+from .feed._changes import ChangeLog
+from .feed._watch import Waker
+from .messages._estimate import Memos
 from .model import ChangeEvent
+from .search._index import SearchIndex
 from .tokens import TokenCounter
 
 logger = logging.getLogger("convostore")
@@ -138,7 +138,7 @@ class StoreCore:
         self.path_memos = Memos()
         """Each session's last path totals (token estimate, bytes), kept across handles."""
         self.search_tool_output = bool(search_tool_output)
-        """Whether tool results' text is indexed too (see :mod:`convostore._index_text`)."""
+        """Whether tool results' text is indexed too (see :mod:`convostore.search._text`)."""
         self.search_index = SearchIndex(backend, tool_output=self.search_tool_output)
         """The full-text index: readiness, lazy creation with backfill, queries."""
         self.background = Background()

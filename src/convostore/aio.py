@@ -59,17 +59,23 @@ from collections.abc import (
 )
 from typing import Any, Literal, TypeVar
 
-from . import _directory
 from ._background import LoopSpawn
-from ._changes import DEFAULT_LOG_SIZE
 from ._core import Listener, StoreCore
-from ._directory import Duration, Moment
-from ._history import WINDOW_BYTES
-from ._records import MessageRecord, PruneResult, SessionEntry, SessionPage, SiblingPosition
-from ._watch import awatch, check_watch
 from ._worker import Worker, WorkerIterator
 from .backends._engines import worker_count
 from .compaction import CompactFunction, CompactionFunction
+from .directory import _life
+from .directory._life import Duration, Moment
+from .directory._records import (
+    MessageRecord,
+    PruneResult,
+    SessionEntry,
+    SessionPage,
+    SiblingPosition,
+)
+from .feed._changes import DEFAULT_LOG_SIZE
+from .feed._watch import awatch, check_watch
+from .messages._history import WINDOW_BYTES
 from .model import (
     UNSET,
     AppendResult,
@@ -358,7 +364,7 @@ class AsyncSessions:
         metadata: Mapping[str, Any] | None = None,
         updated_after: Moment | None = None,
         updated_before: Moment | None = None,
-        limit: int = _directory.DEFAULT_PAGE,
+        limit: int = _life.DEFAULT_PAGE,
         cursor: str | None = None,
     ) -> SessionPage:
         """Async twin of :meth:`Sessions.list_conversations`."""
@@ -379,7 +385,7 @@ class AsyncSessions:
         owner: str | None = None,
         expired: bool = True,
         dry_run: bool = False,
-        batch_size: int = _directory.PRUNE_BATCH_SESSIONS,
+        batch_size: int = _life.PRUNE_BATCH_SESSIONS,
         limit: int | None = None,
     ) -> PruneResult:
         """Async twin of :meth:`Sessions.prune` (on a worker thread: the loop never waits)."""

@@ -18,16 +18,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._json_depth import (
+from .errors import InvalidMessage, InvalidMessageType
+from .limits import check_message_keys, unsafe_to_spaces
+from .messages._json_depth import (
     exceeds_depth,
     find_bad_value,
     loads_iterative,
     short_path,
     size_iterative,
 )
-from ._limits import check_message_keys, unsafe_to_spaces
-from ._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
-from .errors import InvalidMessage, InvalidMessageType
+from .messages._parts import DEFAULT_MEDIA_TYPE, compact_json, make_data_url, parse_data_url
 from .model import Message, is_tool_type
 
 ROW_BUDGET = 1536 * 1024
@@ -58,7 +58,7 @@ def validate_message(message: object) -> Message:
     :class:`InvalidMessageType` when the message is not a mapping, ``id`` or ``role`` is not a
     string, or ``parts`` is not a list; :class:`InvalidMessage` for an id or role the store
     cannot hold (empty id, NUL, lone surrogate, id over the length limit: see
-    :mod:`convostore._limits`).
+    :mod:`convostore.limits`).
     """
     if not isinstance(message, Mapping):
         raise InvalidMessageType("message", f"expected a mapping, got {type(message).__name__}")
@@ -96,7 +96,7 @@ def dumps(value: Any, *, ascii_first: bool = False) -> str:
     take a walk of every message on every append.
 
     ``ascii_first`` is a speed hint for values likely to be ASCII (see
-    :func:`~convostore._parts.compact_json`); the text is the same.
+    :func:`~convostore.messages._parts.compact_json`); the text is the same.
     """
     try:
         # A container that holds itself ends in RecursionError; find_bad_value names it.
@@ -113,7 +113,8 @@ def check_depth(message: Message, text: str) -> None:
     """Refuse a message (stored as ``text``) that nests deeper than :data:`MAX_JSON_DEPTH`.
 
     Cheapest test first: a message whose parts hold no container nests 3 levels, whatever its
-    text says; otherwise the text is measured in C (:func:`~._json_depth.exceeds_depth`).
+    text says; otherwise the text is measured in C
+    (:func:`~convostore.messages._json_depth.exceeds_depth`).
 
     :raises InvalidMessage: naming the first field that is too deep (its path shortened).
     """

@@ -4,9 +4,9 @@ A :class:`Session` is the public face of one conversation. It validates argument
 steps of each operation and emits change events after commit; the work itself lives in the
 modules it is built from:
 
-- :mod:`convostore._writes`: the write pipeline (prepare, then one transaction per write);
-- :mod:`convostore._history`: every history read, overlays applied, in bounded memory;
-- :mod:`convostore._estimate`: the path's token estimate from per-row stamps, memoised;
+- :mod:`convostore.messages._writes`: the write pipeline (prepare, then one transaction per write);
+- :mod:`convostore.messages._history`: every history read, overlays applied, in bounded memory;
+- :mod:`convostore.messages._estimate`: the path's token estimate from per-row stamps, memoised;
 - :mod:`convostore._core`: what the session shares with its store (backend, events, index).
 """
 
@@ -18,21 +18,23 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _batch, _directory, _limits, codec
+from . import codec, limits
 from ._core import StoreCore
-from ._directory import Duration, Moment
-from ._estimate import PathTotals
-from ._history import NEWEST_FIRST_WINDOW, WINDOW_BYTES, WINDOW_ROWS, History
-from ._records import MessageRecord, SessionEntry, SiblingPosition
-from ._rows import hydrate
-from ._writes import Prepared, Rewrite, Writer, iso_ms, now_ms, stored_compaction
 from .compaction import COMPACTION_PREFIX, CompactionFunction, coerce_compact_result
+from .directory import _life
+from .directory._life import Duration, Moment
+from .directory._records import MessageRecord, SessionEntry, SiblingPosition
 from .errors import (
     InvalidArgument,
     InvalidArgumentType,
     NoCompactionFunction,
     UnreadableMessage,
 )
+from .messages import _batch
+from .messages._estimate import PathTotals
+from .messages._history import NEWEST_FIRST_WINDOW, WINDOW_BYTES, WINDOW_ROWS, History
+from .messages._rows import hydrate
+from .messages._writes import Prepared, Rewrite, Writer, iso_ms, now_ms, stored_compaction
 from .model import (
     UNSET,
     AppendResult,
@@ -176,7 +178,7 @@ class Session:
         """
         msg = codec.validate_message(message)
         if not isinstance(parent_id, Unset):
-            _limits.check_id("parent_id", parent_id, optional=True)
+            limits.check_id("parent_id", parent_id, optional=True)
         if msg["id"].startswith(COMPACTION_PREFIX):
             return AppendResult(False, msg)
         prep = self._writer.prepare(msg, source)
@@ -218,7 +220,7 @@ class Session:
         """Append the message if its id is new, else update it in place (never moving it)."""
         msg = codec.validate_message(message)
         if not isinstance(parent_id, Unset):
-            _limits.check_id("parent_id", parent_id, optional=True)
+            limits.check_id("parent_id", parent_id, optional=True)
         if msg["id"].startswith(COMPACTION_PREFIX):
             return AppendResult(False, msg)
         if not self._writer.exists(msg["id"]):
@@ -239,14 +241,14 @@ class Session:
 
         :param parent_id: stored as given, not checked (an unknown parent reads as a root).
         :param created_at: epoch milliseconds from 0 to 253402300799999 (years 1970 to 9999,
-            see :data:`convostore._limits.MAX_TIMESTAMP_MS`); defaults to now.
+            see :data:`convostore.limits.MAX_TIMESTAMP_MS`); defaults to now.
 
         Idempotent on the id (a duplicate writes nothing and emits nothing). Media is still
         moved out of the row and long messages still use continuation rows.
         """
         msg = codec.validate_message(message)
-        _limits.check_id("parent_id", parent_id, optional=True)
-        when = now_ms() if created_at is None else _limits.check_timestamp("created_at", created_at)
+        limits.check_id("parent_id", parent_id, optional=True)
+        when = now_ms() if created_at is None else limits.check_timestamp("created_at", created_at)
         prep = self._writer.prepare(msg, "server", sanitize=False)
         cursor = self._writer.insert(prep, parent_id, when, verbatim=True)
         if cursor is None:
@@ -323,7 +325,7 @@ class Session:
         if isinstance(ids, str):
             raise TypeError("delete_messages() takes a list of ids, not a single string")
         id_list = list(ids)
-        _limits.check_ids("ids", id_list)
+        limits.check_ids("ids", id_list)
         unique = list(dict.fromkeys(id_list))
         cursor = self._writer.delete(unique) if unique else None
         self._emit(ChangeEvent("delete", self.session_id, message_ids=id_list, cursor=cursor))
@@ -340,7 +342,7 @@ class Session:
 
         None when absent. :raises UnreadableMessage: the stored row cannot be decoded.
         """
-        _limits.check_id("id", id)
+        limits.check_id("id", id)
         sid = self.session_id
         with self._core.backend.read() as ops:
             meta = ops.row_meta(sid, id)
@@ -374,7 +376,7 @@ class Session:
 
     def get_branches(self, message_id: str) -> list[Message]:
         """The children of ``message_id`` in write order (no overlays)."""
-        _limits.check_id("message_id", message_id)
+        limits.check_id("message_id", message_id)
         with self._core.backend.read() as ops:
             rows = ops.children(self.session_id, message_id)
             hydrated = hydrate(ops, self.session_id, rows)
@@ -400,24 +402,24 @@ class Session:
 
         :raises InvalidArgument: ``message_id`` is not a message of this session.
         """
-        _directory.set_active_leaf(self._core, self.session_id, message_id)
+        _life.set_active_leaf(self._core, self.session_id, message_id)
 
     def get_leaves(self) -> list[Message]:
         """Every message without children (each ends a branch), in write order, no overlays."""
-        return _directory.get_leaves(self._core, self.session_id)
+        return _life.get_leaves(self._core, self.session_id)
 
     def get_sibling_position(self, message_id: str) -> SiblingPosition | None:
         """Where ``message_id`` stands among its parent's children (or among the roots), in
         write order, for a branch switcher ("2 of 3" is ``index + 1`` of ``count``); no content
         is read. None when the message is not in this session."""
-        return _directory.sibling_position(self._core, self.session_id, message_id)
+        return _life.sibling_position(self._core, self.session_id, message_id)
 
     # --- the directory ------------------------------------------------------------------------
 
     def get_info(self) -> SessionEntry | None:
         """This session's directory entry (title, owner, metadata, times, counts, expiry), or
         None when it was never written nor described."""
-        return _directory.get_info(self._core, self.session_id)
+        return _life.get_info(self._core, self.session_id)
 
     def update_info(
         self,
@@ -446,7 +448,7 @@ class Session:
 
         Describing does not change ``updated_at`` (a new entry starts with now).
         """
-        return _directory.update_info(
+        return _life.update_info(
             self._core, self.session_id, title=title, owner=owner, metadata=metadata,
             expires_at=expires_at, ttl=ttl, belongs_to=belongs_to,
         )
@@ -468,7 +470,7 @@ class Session:
         one range of rows), then read in windows of at most 50 rows and 4 MiB; earlier windows
         are not kept.
         """
-        _limits.check_id("leaf_id", leaf_id, optional=True)
+        limits.check_id("leaf_id", leaf_id, optional=True)
         if newest_first:
             return self._history.newest_first(leaf_id)
         return self._history.oldest_first(leaf_id)
@@ -485,9 +487,9 @@ class Session:
         newest-first read, start the next one at the oldest record's ``parent_id`` as
         ``leaf_id``.
         """
-        _limits.check_id("leaf_id", leaf_id, optional=True)
+        limits.check_id("leaf_id", leaf_id, optional=True)
         stream = self.history(leaf_id=leaf_id, newest_first=newest_first)
-        return _directory.history_records(self._core, self.session_id, stream,
+        return _life.history_records(self._core, self.session_id, stream,
                                           newest_first=newest_first)
 
     def history_batches(
@@ -503,9 +505,9 @@ class Session:
         A message's size is the UTF-8 length of its compact JSON. A batch is never empty; a
         message larger than the byte limit is yielded alone.
         """
-        _limits.check_count("batch_size", batch_size, negative=True)  # 0 or less: 1
-        _limits.check_count("max_batch_bytes", max_batch_bytes, negative=True)
-        _limits.check_id("leaf_id", leaf_id, optional=True)
+        limits.check_count("batch_size", batch_size, negative=True)  # 0 or less: 1
+        limits.check_count("max_batch_bytes", max_batch_bytes, negative=True)
+        limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.batches(batch_size, max_batch_bytes, leaf_id, newest_first)
 
     def get_history(self, leaf_id: str | None = None) -> list[Message]:
@@ -527,12 +529,12 @@ class Session:
             )
         if isinstance(max_content_bytes, float) and math.isnan(max_content_bytes):
             raise InvalidArgument("max_content_bytes", "must be a number, not nan")
-        _limits.check_id("leaf_id", leaf_id, optional=True)
+        limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.recent(int(min(max(max_content_bytes, 0), 2**62)), leaf_id)
 
     def get_history_row_stats(self, leaf_id: str | None = None) -> list[RowStat]:
         """Per-row stored bytes and stamped token estimates of the raw path; no content read."""
-        _limits.check_id("leaf_id", leaf_id, optional=True)
+        limits.check_id("leaf_id", leaf_id, optional=True)
         return self._history.row_stats(leaf_id)
 
     def get_token_estimate(self) -> int:
@@ -577,7 +579,7 @@ class Session:
         fn = self._compact_fn
         if fn is None:
             raise NoCompactionFunction()
-        _limits.check_id("leaf_id", leaf_id, optional=True)
+        limits.check_id("leaf_id", leaf_id, optional=True)
         history = self.get_history(leaf_id)
         try:
             value = fn(history)
@@ -627,7 +629,7 @@ class Session:
 
     def _after_insert(self) -> None:
         """Auto-compaction: after an inserted append, ask the store's background worker to look
-        at this session (the append returns at once; see :mod:`convostore._autocompact`)."""
+        at this session (the append returns at once; see :mod:`convostore.compaction._auto`)."""
         if self._compact_fn is None or self._threshold is None:
             return
         self._core.background.submit("compact " + self.session_id, self._auto_compact)

@@ -11,17 +11,17 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
-from . import _directory
-from ._changes import DEFAULT_LOG_SIZE, check_log_size
 from ._core import Listener, StoreCore, reserved_keys
-from ._directory import Duration, Moment
-from ._legacy import lift
-from ._limits import check_id
-from ._records import PruneResult, SessionPage
-from ._watch import check_watch, watch
 from .backends._engines import open_backend
 from .backends.base import Backend
+from .directory import _life
+from .directory._life import Duration, Moment
+from .directory._records import PruneResult, SessionPage
 from .errors import StoreClosed
+from .feed._changes import DEFAULT_LOG_SIZE, check_log_size
+from .feed._watch import check_watch, watch
+from .legacy._lift import lift
+from .limits import check_id
 from .model import Change, SearchResult, SessionSummary, StorageStats
 from .session import Session
 from .tokens import TokenCounter
@@ -298,7 +298,7 @@ class Sessions:
         write (read from the directory; convostore's own ``convostore:*`` sessions left out).
 
         For pages, filters and the newest first, use :meth:`list_conversations`."""
-        return _directory.list_sessions(self._core)
+        return _life.list_sessions(self._core)
 
     # --- the directory and a conversation's end -----------------------------------------------
 
@@ -309,7 +309,7 @@ class Sessions:
         metadata: Mapping[str, Any] | None = None,
         updated_after: Moment | None = None,
         updated_before: Moment | None = None,
-        limit: int = _directory.DEFAULT_PAGE,
+        limit: int = _life.DEFAULT_PAGE,
         cursor: str | None = None,
     ) -> SessionPage:
         """One page of the directory: sessions newest ``updated_at`` first (ties: id
@@ -331,7 +331,7 @@ class Sessions:
         while paging (a session written meanwhile moves to the front, where a new listing
         finds it).
         """
-        return _directory.list_conversations(
+        return _life.list_conversations(
             self._core, owner=owner, metadata=metadata, updated_after=updated_after,
             updated_before=updated_before, limit=limit, cursor=cursor,
         )
@@ -345,7 +345,7 @@ class Sessions:
 
         :returns: True when the session had anything stored.
         """
-        return _directory.delete_session(self._core, session_id)
+        return _life.delete_session(self._core, session_id)
 
     def prune(
         self,
@@ -354,7 +354,7 @@ class Sessions:
         owner: str | None = None,
         expired: bool = True,
         dry_run: bool = False,
-        batch_size: int = _directory.PRUNE_BATCH_SESSIONS,
+        batch_size: int = _life.PRUNE_BATCH_SESSIONS,
         limit: int | None = None,
     ) -> PruneResult:
         """Delete idle and expired conversations, each as :meth:`delete_session` does.
@@ -375,5 +375,5 @@ class Sessions:
         part way (an error, an interrupt), it has deleted whole batches; calling it again
         goes on with what is left.
         """
-        return _directory.prune(self._core, older_than=older_than, owner=owner, expired=expired,
+        return _life.prune(self._core, older_than=older_than, owner=owner, expired=expired,
                                 dry_run=dry_run, batch_size=batch_size, limit=limit)

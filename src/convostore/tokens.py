@@ -21,9 +21,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from convostore._parts import DEFAULT_MEDIA_TYPE, DataURL, compact_json, parse_data_url
-from convostore.codec import escape_lone_surrogates
-from convostore.model import Message, is_tool_type
+from .codec import escape_lone_surrogates
+from .messages._parts import DEFAULT_MEDIA_TYPE, DataURL, compact_json, parse_data_url
+from .model import Message, is_tool_type
 
 __all__ = [
     "CHARS_PER_TOKEN",

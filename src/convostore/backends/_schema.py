@@ -16,17 +16,19 @@ shard by session:
 - :data:`SESSION_STATE`: a per-session epoch bumped by every write except a plain append, so
   derived values (the token estimate) can be memoised and checked cheaply.
 - :data:`DIRECTORY`: one row per session: title, owner, metadata, times, counts, expiry, the
-  chosen leaf, and the session manager's columns (:mod:`._directory_sql`).
+  chosen leaf, and the session manager's columns (:mod:`convostore.directory._sql`).
 - :data:`META`: the schema version (see :mod:`._migrate`), and the change log's trim horizon.
 - :data:`CHANGES`: the durable change log, one row per logged change, ``pos`` increasing
-  store-wide, never read past a change that may still commit (see :mod:`._changes_sql`).
+  store-wide, never read past a change that may still commit (see :mod:`convostore.feed._sql`).
 - :data:`COMPACTION_LEASES`: who runs a session's automatic compaction, until when, and the
   backoff after compactions that left the session above its threshold.
 - :data:`LG_CHECKPOINTS` / :data:`LG_BLOBS` / :data:`LG_WRITES`: the LangGraph checkpointer's
-  storage (:mod:`._checkpoint_sql`), keyed by the thread's storage session id.
+  storage (:mod:`convostore.integrations._checkpoint_sql`), keyed by the thread's storage session
+  id.
 
 Each engine writes its own DDL for these (its types and collations differ) as migration data;
-the session registry's table lives in :mod:`._registry`, the search index with each engine.
+the session registry's table lives in :mod:`convostore.manager._sql`, the search index with each
+engine.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ ATTACHMENT_REFS = "convostore_attachment_refs"
 SESSION_STATE = "convostore_session_state"
 META = "convostore_meta"
 DIRECTORY = "convostore_sessions"
-"""The directory of conversations: one row per session (see :mod:`._directory_sql`)."""
+"""The directory of conversations: one row per session (see :mod:`convostore.directory._sql`)."""
 CHANGES = "convostore_changes"
 COMPACTION_LEASES = "convostore_compaction_leases"
 LG_CHECKPOINTS = "convostore_lg_checkpoints"
@@ -57,3 +59,41 @@ LG_WRITES = "convostore_lg_writes"
 FTS = "convostore_fts"
 """The full-text index, created by the first search (behaviour.md §8.1: not on append); each
 engine builds it its own way."""
+
+# -- the session manager's columns of the directory, and the lift of its old table ---------
+
+OLD_REGISTRY = "convostore_registry"
+"""The registry's own table before the directory held it (lifted by :func:`lift_registry`)."""
+REGISTRY_COLUMNS = (
+    "id", "name", "parent_session_id", "model", "source", "input_tokens", "output_tokens",
+    "estimated_cost", "end_reason", "created_at", "updated_at",
+)
+"""The columns of a registry row, in the order the ``registry_*`` reads return them."""
+
+MANAGER_COLUMNS = REGISTRY_COLUMNS[2:]
+REGISTRY_SELECT = "session_id, COALESCE(title, ''), " + ", ".join(MANAGER_COLUMNS)
+MANAGED_ROWS = "internal = 0 AND managed = 1"  # the directory's partial index covers these rows
+REGISTRY_INSERT_COLUMNS = "session_id, title, " + ", ".join(MANAGER_COLUMNS) + ", internal, managed"
+REGISTRY_ON_CONFLICT = (
+    "ON CONFLICT (session_id) DO UPDATE SET managed = 1, title = excluded.title, "
+    + ", ".join(f"{c} = excluded.{c}" for c in MANAGER_COLUMNS if c != "updated_at")
+    + ", updated_at = CASE WHEN excluded.updated_at > d.updated_at THEN excluded.updated_at "
+    "ELSE d.updated_at END"
+)
+
+
+REGISTRY_LIFT = (
+    # The old table as old versions created it, so the copy below runs whether or not a
+    # manager ever wrote one; then it is copied into the directory and dropped.
+    f"""CREATE TABLE IF NOT EXISTS {OLD_REGISTRY} (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, parent_session_id TEXT, model TEXT,
+        source TEXT, input_tokens BIGINT NOT NULL DEFAULT 0,
+        output_tokens BIGINT NOT NULL DEFAULT 0,
+        estimated_cost DOUBLE PRECISION NOT NULL DEFAULT 0, end_reason TEXT,
+        created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL
+    )""",
+    f"INSERT INTO {DIRECTORY} AS d ({REGISTRY_INSERT_COLUMNS}) SELECT id, name, "
+    + ", ".join(MANAGER_COLUMNS) + f", 0, 1 FROM {OLD_REGISTRY} WHERE true {REGISTRY_ON_CONFLICT}",
+    f"DROP TABLE IF EXISTS {OLD_REGISTRY}",
+)
+"""The migration step's lift of a pre-directory registry table (the same SQL on both engines)."""

@@ -14,13 +14,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..codec import ROW_BUDGET
-from ._append_sql import AppendOps
-from ._changes_sql import ChangeLogOps
-from ._checkpoint_sql import CheckpointSql
-from ._directory_sql import INTERNAL_PREFIX, DirectoryOps
-from ._dump_sql import DumpOps
-from ._legacy_sql import LegacySql
-from ._registry import RegistryOps
+from ..directory._sql import INTERNAL_PREFIX, DirectoryOps
+from ..dump._sql import DumpOps
+from ..feed._sql import ChangeLogOps
+from ..integrations._checkpoint_sql import CheckpointSql
+from ..legacy._sql import LegacySql
+from ..manager._sql import RegistryOps
+from ..messages._append_sql import AppendOps
+from ..messages._window_sql import _CONTENT, WindowOps
 from ._schema import (
     ATTACHMENT_CHUNKS,
     ATTACHMENT_REFS,
@@ -31,7 +32,6 @@ from ._schema import (
     META,
     SESSION_STATE,
 )
-from ._window_sql import _CONTENT, WindowOps
 from .base import (
     AppendProbe,
     AttachmentMeta,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:  # types only: both modules build on this one
-    from ._legacy_sql import LegacySql
+    from ..legacy._sql import LegacySql
     from ._migrate import Migrations
 
 _T = TypeVar("_T")
@@ -218,7 +218,8 @@ class LeafProbe(NamedTuple):
     """The newest row's ``run_bytes`` (0: no rows)."""
     quiet: int | None = None
     """The latest message time at which the directory note of an insert would change nothing
-    (:data:`._directory_sql.NOTE_QUIET`), or None: note every insert (an engine that does not
+    (:data:`convostore.directory._sql.NOTE_QUIET`), or None: note every insert (an engine that does
+    not
     read it)."""
 
 
@@ -342,7 +343,8 @@ class Ops(Protocol):
 
     @property
     def legacy(self) -> LegacySql:
-        """The engine's SQL for lifting the reference system's tables (:mod:`._legacy_sql`)."""
+        """The engine's SQL for lifting the reference system's tables
+        (:mod:`convostore.legacy._sql`)."""
         ...
 
     # -- catalog -------------------------------------------------------------------------------
@@ -497,7 +499,8 @@ class Ops(Protocol):
     def still_prunable(
         self, session_ids: Sequence[str], *, now: int, idle_before: int | None, expired: bool
     ) -> list[str]: ...
-    # -- change log and compaction leases (:mod:`._changes_sql`) ------------------------------
+    # -- change log and compaction leases (:mod:`convostore.feed._sql`)
+    # ------------------------------
     def log_change(self, row: ChangeRow) -> Position:
         """Log ``row`` with the write scope; it is written just before the commit."""
         ...

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from convostore.errors import ConvostoreError
+from ..errors import ConvostoreError
 
 SEPARATOR = "\u2550" * 46
 """The line above and below each block header: 46 × ``═`` (U+2550)."""

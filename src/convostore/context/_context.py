@@ -17,8 +17,8 @@ from ._ops import Gen, arun, run
 from ._tools import ToolDefinition
 
 if TYPE_CHECKING:
-    from convostore.aio import AsyncSession
-    from convostore.session import Session
+    from ..aio import AsyncSession
+    from ..session import Session
 
 _C = TypeVar("_C", bound="_ContextBase")
 T = TypeVar("T")

@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from convostore._parts import tool_name
-from convostore.tokens import estimate_string_tokens
-
+from ..messages._parts import tool_name
+from ..tokens import estimate_string_tokens
 from ._blocks import (
     ContextBlock,
     ContextBlockConfig,

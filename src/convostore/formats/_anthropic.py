@@ -6,7 +6,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._parts import compact_json
+from ..messages._parts import compact_json
 from ..model import Message
 from . import _base
 from ._base import JSON, Builder, Group, Part

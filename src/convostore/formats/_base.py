@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._parts import (
+from ..messages._parts import (
     DEFAULT_MEDIA_TYPE,
     base64_data_url,
     compact_json,
@@ -26,7 +26,7 @@ from .._parts import (
     make_data_url,
     tool_name,
 )
-from .._parts import parts as _all_parts
+from ..messages._parts import parts as _all_parts
 from ..model import Message, is_tool_type
 
 RAW_PART_TYPE = "data-convostore-raw"

@@ -1,7 +1,7 @@
 """LangGraph checkpoints over a convostore store: the behaviour, written once as sync code.
 
 :class:`Checkpoints` turns LangGraph's calls into the engine operations of
-:mod:`convostore.backends._checkpoint_sql` (one write scope per logical write) and back, and
+:mod:`convostore.integrations._checkpoint_sql` (one write scope per logical write) and back, and
 keeps each thread's conversation mirrored (:mod:`._langgraph_mirror`). The public savers in
 :mod:`.langgraph` call it directly (sync) or on a worker thread (async).
 
@@ -31,8 +31,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..backends._checkpoint_sql import CheckpointRow, CheckpointSql, Loaded, ValueRow
 from ..codec import ROW_BUDGET
+from ._checkpoint_sql import CheckpointRow, CheckpointSql, Loaded, ValueRow
 from ._langgraph_mirror import Mirror, mirror_session_id, retried
 
 if TYPE_CHECKING:

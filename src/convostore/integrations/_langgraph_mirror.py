@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import BaseMessage, message_to_dict
 
-from .._writes import Prepared, Writer, now_ms, one_row
 from ..backends.base import ScopeRetry
+from ..messages._writes import Prepared, Writer, now_ms, one_row
 from ..model import ChangeEvent
 from .langchain import to_stored
 

@@ -18,9 +18,9 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .._parts import parts as parts_of
-from .._parts import tool_name
 from ..formats import CALL_MESSAGE_KEY
+from ..messages._parts import parts as parts_of
+from ..messages._parts import tool_name
 from ..model import Message, is_tool_type
 
 LOOKBACK = 64

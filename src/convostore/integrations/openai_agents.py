@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import formats
-from .._parts import compact_json
+from ..messages._parts import compact_json
 from ..model import UNSET, Message, SearchResult, Unset
 from . import missing
 from ._binding import Binding, Bound, search_handle

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from .._parts import DEFAULT_MEDIA_TYPE, parse_data_url
-from .._records import MessageRecord, SessionEntry
 from ..compaction import COMPACTION_PREFIX
+from ..directory._records import MessageRecord, SessionEntry
 from ..errors import CursorExpired, InvalidArgument, StoreClosed
+from ..messages._parts import DEFAULT_MEDIA_TYPE, parse_data_url
 from ..model import Change, Message, SearchResult, StoredCompaction
 from ..session import Session
 from ..store import Sessions

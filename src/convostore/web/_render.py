@@ -18,9 +18,9 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from .._cli_text import size as _size
-from .._cli_text import when as _when
-from .._parts import parts, tool_name
+from ..cli._text import size as _size
+from ..cli._text import when as _when
+from ..messages._parts import parts, tool_name
 from ..model import Message, is_tool_type
 from ._data import has_payload
 

@@ -1,0 +1,1 @@
+"""The directory of conversations: listing, retention and prune, the chosen leaf."""

@@ -1,0 +1,1 @@
+"""The change feed: the durable change log and watching it."""

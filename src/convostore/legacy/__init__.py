@@ -1,0 +1,1 @@
+"""Databases written by the reference system, lifted in place on open."""

@@ -1,0 +1,1 @@
+"""Messages: the one append (single, batch, import), reads, overlays, token estimates."""

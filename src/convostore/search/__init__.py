@@ -1,0 +1,1 @@
+"""Full-text search: the index, its text and its resumable build."""
