@@ -257,25 +257,70 @@ class Writer:
         writers of this session (``backend.write(session_id)``): so another write of the
         caller's commits with the message, or neither does. The change logged, whose
         :meth:`~convostore.feed._changes.Logged.committed` the caller calls once the scope has
-        committed;
-        None when the id already exists."""
-        sid, msg = self._sid, prep.message
-        exists, tail_id, max_seq, chosen, tail_run, _ = ops.leaf_probe(sid, msg["id"])
-        if exists:
+        committed; None when the id already exists."""
+        entries = self._insert_rows(ops, [BatchRow(prep, parent_id, created_at)],
+                                    verbatim=verbatim)[1]
+        if not entries:
             return None
-        seq = max_seq + 1
-        # the tail is known to exist: integrations name it on every append
-        parent = link_parent(_link(parent_id, verbatim=verbatim), tail_id, chosen,
-                             lambda pid: ops.row_meta(sid, pid) is not None)
-        self._write_row(ops, prep, seq, parent, created_at, parent is not None
-                        and parent == tail_id, tail_run)
-        self._index(ops, [prep])
-        if verbatim:
-            ops.bump_epoch(sid)
+        mid, parent = entries[0]
         return self._core.changes.log(
-            ops, "import" if verbatim else "append", sid, message_id=msg["id"],
-            parent_id=parent, leaf_id=msg["id"],  # the new row is the newest
+            ops, "import" if verbatim else "append", self._sid, message_id=mid,
+            parent_id=parent, leaf_id=mid,  # the new row is the newest
         )
+
+    def _insert_rows(
+        self, ops: Ops, rows: Sequence[BatchRow], *, verbatim: bool
+    ) -> tuple[list[int | None], list[tuple[str, str | None]]]:
+        """The append, written once: new rows in order, inside the caller's write scope. Every
+        insert but the engine's one-row fast path (:meth:`_append_row`) comes here: a single
+        message, a batch, an import, a restore, the LangGraph mirror.
+
+        Each row's parent follows :meth:`insert`'s rules: UNSET is the active leaf at that
+        point (the chosen leaf or the newest row, then the row written before it), ``verbatim``
+        takes the parent as given, otherwise an id unknown in the session makes a new root.
+        One probe of the leaf (and, for several rows, one of the ids) serves all rows; the
+        search index gets one call. Returns, for each row, its index among the rows written
+        (None: its id was already stored, or came earlier in ``rows``), and the (id, parent)
+        of each row written, for the change log (the caller's)."""
+        sid = self._sid
+        first = rows[0].prep.message["id"] if rows else ""
+        exists, tail_id, seq, chosen, run, _ = ops.leaf_probe(sid, first)
+        if len(rows) == 1:  # the probe answered for the one id: no second query
+            present = {first} if exists else set()
+            batch: list[NewRow] | None = None  # one row: inserted as it is built
+        else:
+            present = set(ops.seqs_of(sid, list(dict.fromkeys(r.prep.message["id"]
+                                                              for r in rows))))
+            batch = []  # several rows: sent at once
+        leaf = chosen or tail_id
+        slots: list[int | None] = []
+        entries: list[tuple[str, str | None]] = []
+        written: list[Prepared] = []
+        write_row = self._write_row
+        for prep, parent_id, created_at in rows:
+            mid = prep.message["id"]
+            if mid in present:
+                slots.append(None)
+                continue
+            # the batch's own rows are known without a lookup
+            parent = link_parent(
+                _link(parent_id, verbatim=verbatim), tail_id, leaf,
+                lambda pid: pid in present or ops.row_meta(sid, pid) is not None)
+            seq += 1
+            run = write_row(ops, prep, seq, parent, created_at,
+                            parent is not None and parent == tail_id, run, batch)
+            present.add(mid)
+            tail_id = leaf = mid
+            slots.append(len(entries))
+            entries.append((mid, parent))
+            written.append(prep)
+        if written:
+            if batch:
+                ops.insert_messages(batch)
+            self._index(ops, written)
+            if verbatim:
+                ops.bump_epoch(sid)
+        return slots, entries
 
     def _write_row(
         self, ops: Ops, prep: Prepared, seq: int, parent: str | None, created_at: int,
@@ -304,50 +349,13 @@ class Writer:
         return row.run_bytes
 
     def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool) -> list[int | None]:
-        """Insert new rows in order, in one transaction; for each, its change-log position
-        when it was inserted, None when it was not (its id was already stored, or came earlier
-        in ``rows``).
-
-        Each row's parent follows :meth:`insert`'s rules: UNSET is the active leaf at that
-        point of the batch (the chosen leaf or the newest row, then the row written before it),
-        ``verbatim`` takes the parent as given, otherwise an id unknown in the session makes a
-        new root. One probe of the ids and one of the leaf serve the whole batch; the search
-        index gets one call; the change log one entry per row written.
-        """
+        """Insert new rows in order, in one transaction (:meth:`_insert_rows`); for each, its
+        change-log position when it was inserted, None when it was not (its id was already
+        stored, or came earlier in ``rows``). The change log gets one entry per row written
+        (an empty batch logs nothing)."""
         sid = self._sid
         with self._backend.write(sid) as ops:
-            ids = list(dict.fromkeys(r.prep.message["id"] for r in rows))
-            present = set(ops.seqs_of(sid, ids))
-            _, tail_id, seq, chosen, run, _ = ops.leaf_probe(sid, ids[0] if ids else "")
-            leaf = chosen or tail_id
-            slots: list[int | None] = []  # per row, its index among the rows written
-            entries: list[tuple[str, str | None]] = []  # (id, parent) of each row written
-            written: list[Prepared] = []
-            batch: list[NewRow] = []
-            write_row = self._write_row
-            for prep, parent_id, created_at in rows:
-                mid = prep.message["id"]
-                if mid in present:
-                    slots.append(None)
-                    continue
-                # insert()'s rule, with the batch's own rows known without a lookup
-                parent = link_parent(
-                    _link(parent_id, verbatim=verbatim), tail_id, leaf,
-                    lambda pid: pid in present or ops.row_meta(sid, pid) is not None)
-                seq += 1
-                run = write_row(ops, prep, seq, parent, created_at,
-                                parent is not None and parent == tail_id, run, batch)
-                present.add(mid)
-                tail_id = leaf = mid
-                slots.append(len(entries))
-                entries.append((mid, parent))
-                written.append(prep)
-            if written:
-                ops.insert_messages(batch)
-                self._index(ops, written)
-                if verbatim:
-                    ops.bump_epoch(sid)
-            # one change per row written, in order (an empty batch logs nothing)
+            slots, entries = self._insert_rows(ops, rows, verbatim=verbatim)
             logged = self._core.changes.log_messages(
                 ops, "import" if verbatim else "append", sid, entries)
         cursors = logged.committed() if entries else []
