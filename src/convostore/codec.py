@@ -303,7 +303,7 @@ def split_content(text: str, budget: int = ROW_BUDGET) -> list[str]:
     return slices
 
 
-# --- sanitising ---------------------------------------------------------------------------
+# --- sanitising -------------------------------------------------------------------------------
 
 _OPENAI_DROPPED = ("itemId", "reasoningEncryptedContent")
 

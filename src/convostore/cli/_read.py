@@ -19,6 +19,9 @@ MAX_LIMIT = 10_000
 """The most hits ``search --limit`` asks for."""
 
 
+# --- output ---------------------------------------------------------------------------------
+
+
 def print_history(out: Output, messages: Iterable[Message]) -> int:
     """Numbered messages, each with a one-line preview per part; returns how many."""
     count = 0
