@@ -453,3 +453,14 @@ def test_a_client_may_write_pointer_like_text_and_its_own_media(store: Sessions)
     assert s.append_message(msg, source="client").message == msg
     assert s.get_message("own") == msg
     assert s.update_message(msg, source="client") == msg
+
+
+def test_codec_still_offers_every_public_attachment_name() -> None:
+    # The attachment half of codec moved to convostore.attachments; `from convostore.codec
+    # import X` must keep giving the same object for every name codec documented.
+    import convostore.attachments as attachments
+    import convostore.codec as codec
+
+    assert attachments.__all__
+    for name in attachments.__all__:
+        assert getattr(codec, name) is getattr(attachments, name), name

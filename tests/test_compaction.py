@@ -1,4 +1,4 @@
-"""compact(), auto-compaction and the token estimate (behaviour.md §6.3–§6.6, §7, §11)."""
+"""compact(), auto-compaction and the token estimate."""
 
 from __future__ import annotations
 

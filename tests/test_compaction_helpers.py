@@ -1,4 +1,4 @@
-"""Pure compaction helpers (behaviour.md §6.5, §6.6, §10.9) and the §11.4 / §11.7 cases."""
+"""Pure compaction helpers, and the reference compact function's cases."""
 
 from __future__ import annotations
 
@@ -317,7 +317,7 @@ def test_update_prompt_includes_the_previous_summary() -> None:
     assert build_summary_prompt(turns(2), "OLD", 250) != build_summary_prompt(turns(2), None, 250)
 
 
-# ── create_compact_function: behaviour.md §11.4 ─────────────────────────────────────────────
+# ── create_compact_function ─────────────────────────────────────────────────────────────────
 
 
 def test_no_compressible_middle_returns_none_without_calling_summarize() -> None:
@@ -437,7 +437,7 @@ def test_prompt_budget_is_computed_from_the_middle() -> None:
     assert "about 1004 tokens" in summarize.prompts[0]
 
 
-# ── create_compact_function: behaviour.md §11.7 cases that apply ────────────────────────────
+# ── create_compact_function: tail budgets, sync and async summarisers, settings ────────────
 
 
 def test_returns_a_result_when_enough_messages_exist() -> None:

@@ -1,4 +1,4 @@
-"""Context blocks, the frozen system prompt and block writes (behaviour.md §10.1-§10.4, §11.7).
+"""Context blocks, the frozen system prompt and block writes.
 
 Every test that touches the store runs on every backend and through both APIs (the ``store``
 fixture); the pure rendering tests run once.

@@ -1,9 +1,9 @@
-"""What every command of the ``convostore`` command line shares: its error, opening a store,
-checking ids given on the command line, finding a session.
+"""What every command of the ``convostore`` command line shares: its name, its error, opening
+a store, checking ids given on the command line, finding a session.
 
-The commands live in :mod:`convostore.cli` and the modules it registers
-(:mod:`convostore.cli._json`, :mod:`convostore.cli._data`); they import these from here, so
-none of them imports another.
+The commands live in the modules :mod:`convostore.cli` registers (``_read``, ``_demo``,
+``_life``, ``_data``, ``_serve``); they import these from here, never from the package, so the
+package imports its commands and no command imports the package.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from ..backends._engines import display_url, has_store
 from ..session import Session
 from ..store import Sessions
 from ._text import sid as _sid
+
+PROG = "convostore"
+"""The command's name, in its help, its errors and the commands it suggests."""
 
 
 class CliError(Exception):

@@ -21,8 +21,8 @@ composed with a session handle (it does not live inside it)::
     answer = context.execute(name, arguments)    # always a string, never raises
     context.refresh_system_prompt()              # when you want the writes in the prompt
 
-The prompt is rendered exactly as the reference renders it (behaviour.md §10.3), and the tools
-answer with the reference's strings (§10.5). :class:`AsyncContext` is the same over an
+The prompt is rendered exactly as the reference renders it, and the tools answer with the
+reference's strings. :class:`AsyncContext` is the same over an
 ``AsyncSession``.
 
 Store-backed providers keep their data in the same database, in sessions whose ids start with
@@ -40,19 +40,16 @@ from ._blocks import (
     render_system_prompt,
 )
 from ._context import AsyncContext, Context
-from ._providers import (
+from ._providers import ContextProvider, SearchProvider, SkillProvider, WritableContextProvider
+from ._skill_files import DirectorySkillProvider
+from ._store_providers import (
     CONTEXT_PREFIX,
     RESERVED_PREFIX,
     SEARCH_PREFIX,
     AsyncStoreContextProvider,
     AsyncStoreSearchProvider,
-    ContextProvider,
-    DirectorySkillProvider,
-    SearchProvider,
-    SkillProvider,
     StoreContextProvider,
     StoreSearchProvider,
-    WritableContextProvider,
 )
 from ._tools import ToolDefinition, entry_key, to_anthropic_tools, to_openai_tools
 

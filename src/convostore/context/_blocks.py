@@ -1,4 +1,4 @@
-"""Context blocks as data, and the plain-text system prompt rendered from them (behaviour.md §10.3).
+"""Context blocks as data, and the plain-text system prompt rendered from them.
 
 Everything here is pure: no provider is called and nothing is stored. The rendering is the
 reference's byte for byte, so a prompt frozen by another implementation compares equal.

@@ -1,53 +1,28 @@
 """The behaviour of a context, written once as op generators (see ``_ops.py``).
 
 :class:`ContextCore` holds the state a context keeps in memory -- the loaded blocks, the frozen
-prompt snapshot, the loaded skills -- and every operation of behaviour.md §10.1-§10.5 as a
-generator. ``Context`` and ``AsyncContext`` only drive these generators.
+prompt snapshot, the loaded skills -- and every operation on them as a generator. ``Context``
+and ``AsyncContext`` only drive these generators. The skills a history records are folded in
+``_skill_history.py``; a model's tool calls are run by ``_execute.py``.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..messages._parts import tool_name
 from ..tokens import estimate_string_tokens
-from ._blocks import (
-    ContextBlock,
-    ContextBlockConfig,
-    ContextError,
-    render_system_prompt,
-    usage_line,
-)
+from ._blocks import ContextBlock, ContextBlockConfig, ContextError, render_system_prompt
+from ._execute import execute
 from ._ops import Call, Gen, Scan
-from ._providers import (
-    AsyncStoreContextProvider,
-    StoreContextProvider,
-    is_searchable,
-    is_skill,
-    is_writable,
-)
-from ._tools import (
-    LOAD_CONTEXT,
-    SEARCH_CONTEXT,
-    SET_CONTEXT,
-    UNLOAD_CONTEXT,
-    UNLOADED_MARKER,
-    ToolDefinition,
-    build_tools,
-    entry_key,
-)
-
-logger = logging.getLogger("convostore")
+from ._providers import is_searchable, is_skill, is_writable
+from ._skill_history import fold_skill_events, unloaded_copy
+from ._store_providers import AsyncStoreContextProvider, StoreContextProvider
+from ._tools import ToolDefinition, build_tools
 
 PROMPT_KEY = "_system_prompt"
 """Key of the default prompt cache (``_system_prompt_<session id>`` for a named session)."""
-
-_UNLOADED_PREFIX = "[skill unloaded:"
-
 
 def scoped_key(name: str, session_id: str) -> str:
     """``name`` for the default session, ``name_<session id>`` otherwise (the reference's keys)."""
@@ -89,112 +64,6 @@ class _Block:
             is_searchable=is_searchable(self.provider),
         )
 
-
-def _skill_input(part: Mapping[str, Any]) -> tuple[str, str] | None:
-    value = part.get("input")
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, dict):
-        label, key = value.get("label"), value.get("key")
-        if isinstance(label, str) and isinstance(key, str):
-            return label, key
-    return None
-
-
-def fold_skill_events(message: Any, loaded: dict[str, None]) -> None:
-    """Apply one history message's skill loads and unloads to ``loaded`` (``label:key`` keys).
-
-    Looks at assistant messages' tool parts in state ``output-available`` named
-    ``load_context`` or ``unload_context`` by a ``toolName`` field or a ``tool-<name>`` type. A
-    load counts unless its output says it failed (``Not found: <key>``, ``Error: ...``) or was
-    rewritten by an unload (``[skill unloaded: <key>]``, which removes it).
-    """
-    if not isinstance(message, dict) or message.get("role") != "assistant":
-        return
-    parts = message.get("parts")
-    if not isinstance(parts, list):
-        return
-    for part in parts:
-        if not isinstance(part, dict) or part.get("state") != "output-available":
-            continue
-        name = tool_name(part, field_first=True)
-        if name not in (LOAD_CONTEXT, UNLOAD_CONTEXT):
-            continue
-        target = _skill_input(part)
-        if target is None:
-            continue
-        item = f"{target[0]}:{target[1]}"
-        output = part.get("output")
-        if name == UNLOAD_CONTEXT or (
-            isinstance(output, str) and output.startswith(_UNLOADED_PREFIX)
-        ):
-            loaded.pop(item, None)
-        elif isinstance(output, str) and (
-            output == f"Not found: {target[1]}" or output.startswith("Error: ")
-        ):
-            continue
-        else:
-            loaded[item] = None
-
-
-def unloaded_copy(message: Any, label: str, key: str) -> dict[str, Any] | None:
-    """``message`` with its matching ``load_context`` outputs replaced by the unload marker.
-
-    None when the message is not an assistant message holding such a part (one that is already
-    unloaded does not count).
-    """
-    if not isinstance(message, dict) or message.get("role") != "assistant":
-        return None
-    parts = message.get("parts")
-    if not isinstance(parts, list):
-        return None
-    changed = False
-    new_parts: list[Any] = []
-    for part in parts:
-        if (
-            isinstance(part, dict)
-            and part.get("state") == "output-available"
-            and tool_name(part, field_first=True) == LOAD_CONTEXT
-            and _skill_input(part) == (label, key)
-            and not (
-                isinstance(part.get("output"), str)
-                and part["output"].startswith(_UNLOADED_PREFIX)
-            )
-        ):
-            part = {**part, "output": UNLOADED_MARKER.format(key=key)}
-            changed = True
-        new_parts.append(part)
-    if not changed:
-        return None
-    return {**message, "parts": new_parts}
-
-
-def parse_arguments(arguments: object) -> dict[str, Any]:
-    """Tool-call arguments as a dict: a mapping, a JSON object string, or None (no arguments)."""
-    if arguments is None:
-        return {}
-    if isinstance(arguments, (str, bytes, bytearray)):
-        if not arguments.strip():
-            return {}
-        try:
-            arguments = json.loads(arguments)
-        except ValueError as exc:
-            raise ValueError(f"arguments are not valid JSON: {exc}") from None
-    if not isinstance(arguments, Mapping):
-        raise ValueError("arguments must be a JSON object")
-    return dict(arguments)
-
-
-def _str_arg(args: Mapping[str, Any], name: str) -> str:
-    if name not in args or args[name] is None:
-        raise ValueError(f'missing argument "{name}"')
-    value = args[name]
-    if not isinstance(value, str):
-        raise ValueError(f'argument "{name}" must be a string')
-    return value
 
 
 def _text(value: object, label: str) -> str:
@@ -581,63 +450,6 @@ class ContextCore:
         return build_tools(self.views(), self.loaded)
 
     def execute(self, name: str, arguments: object) -> Gen[str]:
-        try:
-            args = parse_arguments(arguments)
-            yield from self.ensure_ready()
-            available = {t.name for t in build_tools(self.views(), ())}
-            if name not in available:
-                return f'Error: unknown tool "{name}"'
-            if name == SET_CONTEXT:
-                return (yield from self._tool_set(args))
-            if name == LOAD_CONTEXT:
-                label, key = _str_arg(args, "label"), _str_arg(args, "key")
-                document = yield from self.load_skill(label, key)
-                return f"Not found: {key}" if document is None else document
-            if name == UNLOAD_CONTEXT:
-                label, key = _str_arg(args, "label"), _str_arg(args, "key")
-                if not (yield from self.unload_skill(label, key)):
-                    return f'Skill "{key}" is not currently loaded in "{label}".'
-                return f'Unloaded "{key}" from {label}. Context reclaimed.'
-            assert name == SEARCH_CONTEXT
-            label, query = _str_arg(args, "label"), _str_arg(args, "query")
-            result = yield from self.search(label, query)
-            return result if result else "No results found."
-        except Exception as exc:
-            logger.debug("context tool %s failed", name, exc_info=True)
-            return f"Error: {exc}"
-
-    def _tool_set(self, args: dict[str, Any]) -> Gen[str]:
-        label, content = _str_arg(args, "label"), _str_arg(args, "content")
-        block = self.blocks.get(label)
-        if block is None:
-            return f'Error: block "{label}" not found'
-        if block.keyed:
-            metadata = args.get("metadata")
-            if metadata is None:
-                metadata = {}
-            if not isinstance(metadata, Mapping):
-                raise ValueError('argument "metadata" must be an object')
-            title, description = metadata.get("title"), metadata.get("description")
-            if title is not None and not isinstance(title, str):
-                raise ValueError('argument "metadata.title" must be a string')
-            if description is not None and not isinstance(description, str):
-                raise ValueError('argument "metadata.description" must be a string')
-            key = entry_key(content, title)
-            if is_skill(block.provider):
-                yield from self.set_skill(
-                    label, key, content, description if description is not None else title
-                )
-            else:
-                yield from self.set_search_entry(label, key, content)
-            return f'Indexed "{key}" in {label}.'
-        action = args.get("action")
-        if action is None:
-            action = "replace"
-        if action not in ("replace", "append"):
-            raise ValueError('argument "action" must be "replace" or "append"')
-        if action == "append":
-            view = yield from self.append_block(label, content)
-        else:
-            view = yield from self.replace_block(label, content)
-        return usage_line(label, view.tokens, view.max_tokens)
+        """Run one memory tool call (see :func:`~._execute.execute`)."""
+        return (yield from execute(self, name, arguments))
 

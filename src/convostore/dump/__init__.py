@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from .. import codec
+from .. import attachments, codec
 from ..backends.base import Ops
 from ..messages._rows import reassemble
 from ..store import Sessions
@@ -133,8 +133,8 @@ class _Dumper:
                 if value is None:
                     self._counts["unreadable"] += 1
                     continue
-                if codec.POINTER_PREFIX in text:
-                    yield from self._payloads(codec.pointer_hashes(value))
+                if attachments.POINTER_PREFIX in text:
+                    yield from self._payloads(attachments.pointer_hashes(value))
                 del value
                 self._counts["messages"] += 1
                 yield (f'{prefix}{codec.dumps(row.parent_id)},"created_at":{row.created_at},'

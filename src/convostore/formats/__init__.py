@@ -44,11 +44,11 @@ from __future__ import annotations
 
 from . import _anthropic, _openai_chat, _openai_responses, _pydantic_ai
 from ._anthropic import from_anthropic, to_anthropic, to_anthropic_system
-from ._base import CALL_MESSAGE_KEY, RAW_PART_TYPE
-from ._base import JSON as JSON  # public before formats became a package, not in __all__
-from ._base import Part as Part  # likewise
 from ._openai_chat import from_openai_chat, to_openai_chat
 from ._openai_responses import from_openai_responses, to_openai_responses
+from ._parts import CALL_MESSAGE_KEY, RAW_PART_TYPE
+from ._parts import JSON as JSON  # public before formats became a package, not in __all__
+from ._parts import Part as Part  # likewise
 from ._pydantic_ai import from_pydantic_ai, to_pydantic_ai
 
 __all__ = [

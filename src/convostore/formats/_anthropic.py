@@ -8,45 +8,48 @@ from typing import Any
 
 from ..messages._parts import compact_json
 from ..model import Message
-from . import _base
-from ._base import JSON, Builder, Group, Part
+from . import _parts
+from ._fill import fill
+from ._format import Format
+from ._layout import Builder, Group, content_layout, hole, result_layout
+from ._parts import JSON, Part
 
-FORMAT = _base.Format("anthropic", provider="anthropic")
+FORMAT = Format("anthropic", provider="anthropic")
 """This module's format: its name and provider, bound to the shared helpers."""
 
 def _anthropic_block(group: Group, block: Any, b: Builder | None = None) -> JSON:
     if isinstance(block, dict):
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
-            i = group.add(_base.text_part(block["text"]))
-            return {**block, "text": _base.hole("text", i)}
+            i = group.add(_parts.text_part(block["text"]))
+            return {**block, "text": hole("text", i)}
         if kind in ("image", "document") and isinstance(block.get("source"), dict):
             source = block["source"]
             stype = source.get("type")
             if stype == "base64" and isinstance(source.get("data"), str) and isinstance(
                 source.get("media_type"), str
             ):
-                i = group.add(_base.file_from_base64(source["data"], source["media_type"],
+                i = group.add(_parts.file_from_base64(source["data"], source["media_type"],
                                                      block.get("title")))
-                return {**block, "source": {**source, "data": _base.hole("b64", i)}}
+                return {**block, "source": {**source, "data": hole("b64", i)}}
             if stype == "url" and isinstance(source.get("url"), str):
                 default = "image/*" if kind == "image" else "application/pdf"
-                i = group.add(_base.file_from_url(source["url"], default=default))
-                return {**block, "source": {**source, "url": _base.hole("url", i)}}
+                i = group.add(_parts.file_from_url(source["url"], default=default))
+                return {**block, "source": {**source, "url": hole("url", i)}}
         if kind == "thinking" and isinstance(block.get("thinking"), str):
             i = group.add(FORMAT.reasoning_part(block["thinking"], block))
-            return _base.hole("item", i)
+            return hole("item", i)
         if kind == "redacted_thinking":
             i = group.add(FORMAT.reasoning_part("", block))
-            return _base.hole("item", i)
+            return hole("item", i)
         if kind == "tool_use" and isinstance(block.get("id"), str) and isinstance(
             block.get("name"), str
         ) and "input" in block:
-            i = group.add(_base.tool_part(block["name"], block["id"], block["input"]))
-            return {**block, "id": _base.hole("call_id", i), "name": _base.hole("tool_name", i),
-                    "input": _base.hole("input", i)}
+            i = group.add(_parts.tool_part(block["name"], block["id"], block["input"]))
+            return {**block, "id": hole("call_id", i), "name": hole("tool_name", i),
+                    "input": hole("input", i)}
         if kind == "tool_result" and b is not None:
-            return _base.result_layout(b, group, block, id_key="tool_use_id", output_key="content",
+            return result_layout(b, group, block, id_key="tool_use_id", output_key="content",
                                        error=block.get("is_error") is True)
     return FORMAT.keep_raw(group, block)
 
@@ -54,7 +57,7 @@ def _anthropic_block(group: Group, block: Any, b: Builder | None = None) -> JSON
 def _anthropic_content(group: Group, content: Any, b: Builder | None = None) -> JSON:
     """The layout of a message's (or the ``system`` parameter's) content; ``b`` pairs results."""
     block = functools.partial(_anthropic_block, group, b=b)
-    return _base.content_layout(group, content, block)
+    return content_layout(group, content, block)
 
 
 def from_anthropic(
@@ -72,7 +75,7 @@ def from_anthropic(
     if system is not None:
         group = b.standalone("system")
         group.source.append(_anthropic_content(group, system))
-    for msg in _base.check_list(messages, "messages"):
+    for msg in _parts.check_list(messages, "messages"):
         msg = dict(msg)
         role, content = msg.get("role"), msg.get("content")
         if role == "assistant":
@@ -92,7 +95,7 @@ def from_anthropic(
         group.source.append(layout)
     messages_out = b.messages()
     if system is not None:
-        meta = messages_out[0]["metadata"][_base.KEY]
+        meta = messages_out[0]["metadata"][_parts.KEY]
         meta["system"] = meta.pop("source")[0]
     return messages_out
 
@@ -102,7 +105,7 @@ def _anthropic_blocks(parts: list[Part], *, assistant: bool) -> list[JSON]:
         block_type = "image" if mt.startswith("image/") else "document"
         if assistant or (block_type == "document" and mt != "application/pdf"):
             return None
-        split = _base.split_data_url(url)
+        split = _parts.split_data_url(url)
         source: dict[str, Any] = (
             {"type": "base64", "media_type": split[0], "data": split[1]} if split
             else {"type": "url", "url": url}
@@ -110,16 +113,16 @@ def _anthropic_blocks(parts: list[Part], *, assistant: bool) -> list[JSON]:
         return {"type": block_type, "source": source}
 
     def other(part: Part) -> JSON | None:
-        if _base.is_tool(part) and assistant:
-            if not _base.has_call(part):
+        if _parts.is_tool(part) and assistant:
+            if not _parts.has_call(part):
                 return None
             return {"type": "tool_use", "id": part.get("toolCallId"),
-                    "name": _base.name_of(part), "input": part.get("input")}
-        if part.get("type") in ("reasoning", _base.RAW_PART_TYPE):
+                    "name": _parts.name_of(part), "input": part.get("input")}
+        if part.get("type") in ("reasoning", _parts.RAW_PART_TYPE):
             return FORMAT.verbatim(part)
         return None
 
-    return _base.render_parts(parts, lambda text: {"type": "text", "text": text}, file, other)
+    return _parts.render_parts(parts, lambda text: {"type": "text", "text": text}, file, other)
 
 
 def _tool_result_block(part: Part) -> JSON | None:
@@ -136,12 +139,12 @@ def _tool_result_block(part: Part) -> JSON | None:
 
 def _anthropic_canonical(message: Message) -> list[JSON]:
     role = message.get("role")
-    parts = _base.message_parts(message)
+    parts = _parts.message_parts(message)
     if role == "system":
         return []
     if role != "assistant":
         blocks = _anthropic_blocks(parts, assistant=False)
-        results = [r for r in (_tool_result_block(p) for p in parts if _base.is_tool(p)) if r]
+        results = [r for r in (_tool_result_block(p) for p in parts if _parts.is_tool(p)) if r]
         blocks = results + blocks
         if not blocks:
             return []
@@ -149,11 +152,11 @@ def _anthropic_canonical(message: Message) -> list[JSON]:
             return [{"role": "user", "content": blocks[0]["text"]}]
         return [{"role": "user", "content": blocks}]
     out: list[JSON] = []
-    for step in _base.split_steps(parts):
+    for step in _parts.split_steps(parts):
         blocks = _anthropic_blocks(step, assistant=True)
         if blocks:
             out.append({"role": "assistant", "content": blocks})
-        results = [r for r in (_tool_result_block(p) for p in step if _base.is_tool(p)) if r]
+        results = [r for r in (_tool_result_block(p) for p in step if _parts.is_tool(p)) if r]
         if results:
             out.append({"role": "user", "content": results})
     return out
@@ -189,11 +192,11 @@ def to_anthropic_system(messages: Iterable[Message]) -> str | list[Any] | None:
         layout = FORMAT.layout(message)
         if layout is not None and "system" in layout:
             try:
-                values.append(_base.fill(layout["system"], _base.message_parts(message)))
+                values.append(fill(layout["system"], _parts.message_parts(message)))
                 continue
-            except _base.Mismatch:
+            except _parts.Mismatch:
                 pass
-        values.append("\n\n".join(_base.texts_of(_base.message_parts(message))))
+        values.append("\n\n".join(_parts.texts_of(_parts.message_parts(message))))
     if not values:
         return None
     if len(values) == 1:

@@ -7,10 +7,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model import Message
-from . import _base
-from ._base import JSON, Group, Part
+from . import _parts
+from ._format import Format
+from ._layout import Group, content_layout, file_data_hole, hole, result_layout
+from ._parts import JSON, Part
 
-FORMAT = _base.Format("openai-chat", provider="openai")
+FORMAT = Format("openai-chat", provider="openai")
 """This module's format: its name and provider, bound to the shared helpers."""
 
 _AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
@@ -22,25 +24,25 @@ def _chat_block(group: Group, block: Any) -> JSON:
     if isinstance(block, dict):
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
-            i = group.add(_base.text_part(block["text"]))
-            return {**block, "text": _base.hole("text", i)}
+            i = group.add(_parts.text_part(block["text"]))
+            return {**block, "text": hole("text", i)}
         if kind == "image_url" and isinstance(block.get("image_url"), dict):
             url = block["image_url"].get("url")
             if isinstance(url, str):
-                i = group.add(_base.file_from_url(url, default="image/*"))
-                return {**block, "image_url": {**block["image_url"], "url": _base.hole("url", i)}}
+                i = group.add(_parts.file_from_url(url, default="image/*"))
+                return {**block, "image_url": {**block["image_url"], "url": hole("url", i)}}
         if kind == "input_audio" and isinstance(block.get("input_audio"), dict):
             audio = block["input_audio"]
             data, form = audio.get("data"), audio.get("format")
             if isinstance(data, str) and isinstance(form, str):
                 mt = _AUDIO_TYPES.get(form, f"audio/{form}")
-                i = group.add(_base.file_from_base64(data, mt))
-                return {**block, "input_audio": {**audio, "data": _base.hole("b64", i)}}
+                i = group.add(_parts.file_from_base64(data, mt))
+                return {**block, "input_audio": {**audio, "data": hole("b64", i)}}
         if kind == "file" and isinstance(block.get("file"), dict):
             file = block["file"]
             data, name = file.get("file_data"), file.get("filename")
             if isinstance(data, str):
-                layout = _base.file_data_hole(group, data, name)
+                layout = file_data_hole(group, data, name)
                 return {**block, "file": {**file, "file_data": layout}}
     return FORMAT.keep_raw(group, block)
 
@@ -52,13 +54,13 @@ def from_openai_chat(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
         ``developer``, ``user``, ``assistant`` (``tool_calls``), ``tool`` and others.
     """
     b = FORMAT.builder()
-    for msg in _base.check_list(messages, "messages"):
+    for msg in _parts.check_list(messages, "messages"):
         msg = dict(msg)
         role = msg.get("role")
         if role == "tool":
             group = b.results()
             group.source.append(
-                _base.result_layout(b, group, msg, id_key="tool_call_id", output_key="content")
+                result_layout(b, group, msg, id_key="tool_call_id", output_key="content")
             )
             continue
         if role == "assistant":
@@ -67,7 +69,7 @@ def from_openai_chat(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
             group = b.standalone("system" if role in ("system", "developer") else str(role))
         layout = dict(msg)
         if "content" in msg:
-            layout["content"] = _base.content_layout(
+            layout["content"] = content_layout(
                 group, msg["content"], functools.partial(_chat_block, group)
             )
         calls = msg.get("tool_calls")
@@ -83,24 +85,24 @@ def _chat_call(group: Group, call: Any) -> JSON:
         if call.get("type") == "function" and isinstance(fn, dict):
             name, raw = fn.get("name"), fn.get("arguments")
             if isinstance(name, str) and isinstance(raw, str):
-                value, kept = _base.parse_arguments(raw)
-                i = group.add(_base.tool_part(name, call["id"], value, kept))
-                return {**call, "id": _base.hole("call_id", i),
-                        "function": {**fn, "name": _base.hole("tool_name", i),
-                                     "arguments": _base.hole("args", i)}}
+                value, kept = _parts.parse_arguments(raw)
+                i = group.add(_parts.tool_part(name, call["id"], value, kept))
+                return {**call, "id": hole("call_id", i),
+                        "function": {**fn, "name": hole("tool_name", i),
+                                     "arguments": hole("args", i)}}
         custom = call.get("custom")
         if call.get("type") == "custom" and isinstance(custom, dict):
             name, text = custom.get("name"), custom.get("input")
             if isinstance(name, str) and isinstance(text, str):
-                i = group.add(_base.tool_part(name, call["id"], text))
-                return {**call, "id": _base.hole("call_id", i),
-                        "custom": {**custom, "name": _base.hole("tool_name", i),
-                                   "input": _base.hole("input", i)}}
+                i = group.add(_parts.tool_part(name, call["id"], text))
+                return {**call, "id": hole("call_id", i),
+                        "custom": {**custom, "name": hole("tool_name", i),
+                                   "input": hole("input", i)}}
     return FORMAT.keep_raw(group, call)
 
 
 def _chat_file(part: Part, url: str, mt: str) -> JSON | None:
-    split = _base.split_data_url(url)
+    split = _parts.split_data_url(url)
     if mt.startswith("image/"):
         return {"type": "image_url", "image_url": {"url": url}}
     if mt in _AUDIO_FORMATS and split is not None:
@@ -115,38 +117,38 @@ def _chat_file(part: Part, url: str, mt: str) -> JSON | None:
 
 
 def _chat_blocks(parts: list[Part]) -> list[JSON]:
-    return _base.render_parts(parts, lambda text: {"type": "text", "text": text}, _chat_file,
+    return _parts.render_parts(parts, lambda text: {"type": "text", "text": text}, _chat_file,
                               FORMAT.raw_value)
 
 
 def _chat_canonical(message: Message) -> list[JSON]:
     role = message.get("role")
-    parts = _base.message_parts(message)
+    parts = _parts.message_parts(message)
     if role == "assistant":
         out: list[JSON] = []
-        for step in _base.split_steps(parts):
-            tools = [p for p in step if _base.is_tool(p)]
-            texts = _base.texts_of(step)
+        for step in _parts.split_steps(parts):
+            tools = [p for p in step if _parts.is_tool(p)]
+            texts = _parts.texts_of(step)
             msg: dict[str, Any] = {"role": "assistant",
                                    "content": "".join(texts) if texts else None}
             if tools:
                 msg["tool_calls"] = [
                     {"id": p.get("toolCallId"), "type": "function",
-                     "function": {"name": _base.name_of(p), "arguments": _base.arguments(p)}}
-                    for p in tools if _base.has_call(p)
+                     "function": {"name": _parts.name_of(p), "arguments": _parts.arguments(p)}}
+                    for p in tools if _parts.has_call(p)
                 ]
                 if not msg["tool_calls"]:
                     del msg["tool_calls"]
             if msg["content"] is not None or "tool_calls" in msg:
                 out.append(msg)
             for p in tools:
-                text = _base.output_text(p)
+                text = _parts.output_text(p)
                 if text is not None:
                     out.append({"role": "tool", "tool_call_id": p.get("toolCallId"),
                                 "content": text})
         return out
     if role == "system":
-        return [{"role": "system", "content": "\n\n".join(_base.texts_of(parts))}]
+        return [{"role": "system", "content": "\n\n".join(_parts.texts_of(parts))}]
     blocks = _chat_blocks(parts)
     if not blocks:
         return []

@@ -8,10 +8,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model import Message
-from . import _base
-from ._base import JSON, Group, Part
+from . import _parts
+from ._format import Format
+from ._layout import Group, content_layout, file_data_hole, hole, result_layout
+from ._parts import JSON, Part
 
-FORMAT = _base.Format("openai-responses", provider="openai")
+FORMAT = Format("openai-responses", provider="openai")
 """This module's format: its name and provider, bound to the shared helpers."""
 
 _INPUT_ROLES = ("user", "system", "developer")
@@ -21,18 +23,18 @@ def _responses_block(group: Group, block: Any) -> JSON:
     if isinstance(block, dict):
         kind = block.get("type")
         if kind in ("input_text", "output_text") and isinstance(block.get("text"), str):
-            i = group.add(_base.text_part(block["text"]))
-            return {**block, "text": _base.hole("text", i)}
+            i = group.add(_parts.text_part(block["text"]))
+            return {**block, "text": hole("text", i)}
         if kind == "input_image" and isinstance(block.get("image_url"), str):
-            i = group.add(_base.file_from_url(block["image_url"], default="image/*"))
-            return {**block, "image_url": _base.hole("url", i)}
+            i = group.add(_parts.file_from_url(block["image_url"], default="image/*"))
+            return {**block, "image_url": hole("url", i)}
         if kind == "input_file":
             data, url, name = block.get("file_data"), block.get("file_url"), block.get("filename")
             if isinstance(data, str):
-                return {**block, "file_data": _base.file_data_hole(group, data, name)}
+                return {**block, "file_data": file_data_hole(group, data, name)}
             if isinstance(url, str):
-                i = group.add(_base.file_from_url(url, filename=name))
-                return {**block, "file_url": _base.hole("url", i)}
+                i = group.add(_parts.file_from_url(url, filename=name))
+                return {**block, "file_url": hole("url", i)}
     return FORMAT.keep_raw(group, block)
 
 
@@ -40,7 +42,7 @@ def _responses_message(group: Group, item: dict[str, Any]) -> JSON:
     if "content" not in item:
         return item
     block = functools.partial(_responses_block, group)
-    return {**item, "content": _base.content_layout(group, item["content"], block)}
+    return {**item, "content": content_layout(group, item["content"], block)}
 
 
 def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -52,7 +54,7 @@ def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
         (kept verbatim).
     """
     b = FORMAT.builder()
-    for item in _base.check_list(items, "items"):
+    for item in _parts.check_list(items, "items"):
         item = dict(item)
         kind = item.get("type", "message" if "role" in item else None)
         role = item.get("role")
@@ -65,13 +67,13 @@ def from_openai_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
         elif kind == "reasoning":
             group = b.model(new_message=False)
             i = group.add(FORMAT.reasoning_part(_reasoning_text(item), item))
-            group.source.append(_base.hole("item", i))
+            group.source.append(hole("item", i))
         elif kind in ("function_call", "custom_tool_call"):
             group = b.model(new_message=False)
             group.source.append(_responses_call(group, item))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             group = b.results()
-            group.source.append(_base.result_layout(b, group, item, id_key="call_id",
+            group.source.append(result_layout(b, group, item, id_key="call_id",
                                                     output_key="output", name=item.get("name")))
         elif kind == "compaction":
             group = b.standalone("assistant")
@@ -100,14 +102,14 @@ def _responses_call(group: Group, item: dict[str, Any]) -> JSON:
     call_id, name = item.get("call_id"), item.get("name")
     if isinstance(call_id, str) and isinstance(name, str):
         if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
-            value, kept = _base.parse_arguments(item["arguments"])
-            i = group.add(_base.tool_part(name, call_id, value, kept))
-            return {**item, "call_id": _base.hole("call_id", i), "name": _base.hole("tool_name", i),
-                    "arguments": _base.hole("args", i)}
+            value, kept = _parts.parse_arguments(item["arguments"])
+            i = group.add(_parts.tool_part(name, call_id, value, kept))
+            return {**item, "call_id": hole("call_id", i), "name": hole("tool_name", i),
+                    "arguments": hole("args", i)}
         if item.get("type") == "custom_tool_call" and isinstance(item.get("input"), str):
-            i = group.add(_base.tool_part(name, call_id, item["input"]))
-            return {**item, "call_id": _base.hole("call_id", i), "name": _base.hole("tool_name", i),
-                    "input": _base.hole("input", i)}
+            i = group.add(_parts.tool_part(name, call_id, item["input"]))
+            return {**item, "call_id": hole("call_id", i), "name": hole("tool_name", i),
+                    "input": hole("input", i)}
     return FORMAT.keep_raw(group, item)
 
 
@@ -123,9 +125,9 @@ def _responses_file(part: Part, url: str, mt: str) -> JSON:
 
 def _responses_canonical(message: Message) -> list[JSON]:
     role = message.get("role")
-    parts = _base.message_parts(message)
+    parts = _parts.message_parts(message)
     if role != "assistant":
-        blocks = _base.render_parts(parts, lambda text: {"type": "input_text", "text": text},
+        blocks = _parts.render_parts(parts, lambda text: {"type": "input_text", "text": text},
                                     _responses_file, FORMAT.raw_value)
         if not blocks:
             return []
@@ -138,7 +140,7 @@ def _responses_canonical(message: Message) -> list[JSON]:
 
     def flush() -> None:
         for p in pending:
-            text = _base.output_text(p)
+            text = _parts.output_text(p)
             if text is not None:
                 out.append({"type": "function_call_output", "call_id": p.get("toolCallId"),
                             "output": text})
@@ -153,17 +155,17 @@ def _responses_canonical(message: Message) -> list[JSON]:
 
     for part in parts:
         kind = part.get("type")
-        if _base.is_tool(part):
+        if _parts.is_tool(part):
             flush_text()
-            if _base.has_call(part):
+            if _parts.has_call(part):
                 out.append({"type": "function_call", "call_id": part.get("toolCallId"),
-                            "name": _base.name_of(part), "arguments": _base.arguments(part)})
+                            "name": _parts.name_of(part), "arguments": _parts.arguments(part)})
             pending.append(part)
             continue
         flush()
         if kind == "text" and isinstance(part.get("text"), str):
             text.append(part["text"])
-        elif kind in ("reasoning", _base.RAW_PART_TYPE):
+        elif kind in ("reasoning", _parts.RAW_PART_TYPE):
             value = FORMAT.verbatim(part)
             if value is not None:
                 flush_text()

@@ -7,10 +7,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model import Message
-from . import _base
-from ._base import JSON, Builder, Group
+from . import _parts
+from ._format import Format
+from ._layout import Builder, Group, hole, result_layout
+from ._parts import JSON
 
-FORMAT = _base.Format("pydantic-ai", provider=None)  # pydantic-ai names the provider per part
+FORMAT = Format("pydantic-ai", provider=None)  # pydantic-ai names the provider per part
 """This module's format: its name and provider, bound to the shared helpers."""
 
 _URL_KINDS = {"image-url": "image/*", "document-url": "application/octet-stream",
@@ -19,18 +21,18 @@ _URL_KINDS = {"image-url": "image/*", "document-url": "application/octet-stream"
 
 def _pydantic_user_item(group: Group, item: Any) -> JSON:
     if isinstance(item, str):
-        return _base.hole("text", group.add(_base.text_part(item)))
+        return hole("text", group.add(_parts.text_part(item)))
     if isinstance(item, dict):
         kind = item.get("kind")
         if kind == "binary" and isinstance(item.get("data"), str) and isinstance(
             item.get("media_type"), str
         ):
-            i = group.add(_base.file_from_base64(item["data"], item["media_type"]))
-            return {**item, "data": _base.hole("b64", i)}
+            i = group.add(_parts.file_from_base64(item["data"], item["media_type"]))
+            return {**item, "data": hole("b64", i)}
         if kind in _URL_KINDS and isinstance(item.get("url"), str):
-            i = group.add(_base.file_from_url(item["url"], media_type=item.get("media_type"),
+            i = group.add(_parts.file_from_url(item["url"], media_type=item.get("media_type"),
                                               default=_URL_KINDS[kind]))
-            return {**item, "url": _base.hole("url", i)}
+            return {**item, "url": hole("url", i)}
     return FORMAT.keep_raw(group, item)
 
 
@@ -42,7 +44,7 @@ def from_pydantic_ai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
         responses (``text``, ``thinking``, ``tool-call`` parts); any other part is kept verbatim.
     """
     b = FORMAT.builder()
-    for msg in _base.check_list(messages, "messages"):
+    for msg in _parts.check_list(messages, "messages"):
         msg = dict(msg)
         parts = msg.get("parts")
         parts = parts if isinstance(parts, list) else []
@@ -77,13 +79,13 @@ def _pydantic_request_part(
             if isinstance(content, list):
                 return {**part, "content": [_pydantic_user_item(group, c) for c in content]}
             if isinstance(content, str):
-                return {**part, "content": _base.hole("text", group.add(_base.text_part(content)))}
+                return {**part, "content": hole("text", group.add(_parts.text_part(content)))}
         if kind == "system-prompt" and system_as_text and isinstance(content, str):
-            return {**part, "content": _base.hole("text", group.add(_base.text_part(content)))}
+            return {**part, "content": hole("text", group.add(_parts.text_part(content)))}
         if kind in ("tool-return", "retry-prompt") and (
             kind == "tool-return" or isinstance(part.get("tool_name"), str)
         ):
-            return _base.result_layout(b, group, part, id_key="tool_call_id", output_key="content",
+            return result_layout(b, group, part, id_key="tool_call_id", output_key="content",
                                        name=part.get("tool_name"), error=kind == "retry-prompt")
     return FORMAT.keep_raw(group, part)
 
@@ -93,36 +95,37 @@ def _pydantic_response_part(group: Group, part: Any) -> JSON:
         kind = part.get("part_kind")
         content = part.get("content")
         if kind == "text" and isinstance(content, str):
-            return {**part, "content": _base.hole("text", group.add(_base.text_part(content)))}
+            return {**part, "content": hole("text", group.add(_parts.text_part(content)))}
         if kind == "thinking" and isinstance(content, str):
             provider = part.get("provider_name")
             if not isinstance(provider, str):
                 provider = "pydantic-ai"
             i = group.add(FORMAT.reasoning_part(content, part, provider))
-            return _base.hole("item", i)
+            return hole("item", i)
         if kind == "tool-call" and isinstance(part.get("tool_name"), str) and isinstance(
             part.get("tool_call_id"), str
         ):
             args = part.get("args")
             layout = {**part, "tool_name": None, "tool_call_id": None}
             if isinstance(args, str):
-                value, kept = _base.parse_arguments(args)
-                i = group.add(_base.tool_part(part["tool_name"], part["tool_call_id"], value, kept))
-                layout["args"] = _base.hole("args", i)
+                value, kept = _parts.parse_arguments(args)
+                i = group.add(
+                    _parts.tool_part(part["tool_name"], part["tool_call_id"], value, kept))
+                layout["args"] = hole("args", i)
             else:
-                i = group.add(_base.tool_part(part["tool_name"], part["tool_call_id"], args))
-                layout["args"] = _base.hole("input", i)
-            layout["tool_name"] = _base.hole("tool_name", i)
-            layout["tool_call_id"] = _base.hole("call_id", i)
+                i = group.add(_parts.tool_part(part["tool_name"], part["tool_call_id"], args))
+                layout["args"] = hole("input", i)
+            layout["tool_name"] = hole("tool_name", i)
+            layout["tool_call_id"] = hole("call_id", i)
             return layout
     return FORMAT.keep_raw(group, part)
 
 
 def _pydantic_canonical(message: Message) -> list[JSON]:
     role = message.get("role")
-    parts = _base.message_parts(message)
+    parts = _parts.message_parts(message)
     if role == "system":
-        texts = _base.texts_of(parts)
+        texts = _parts.texts_of(parts)
         return [{"kind": "request", "parts": [
             {"part_kind": "system-prompt", "content": "\n\n".join(texts)}]}] if texts else []
     if role != "assistant":
@@ -134,14 +137,14 @@ def _pydantic_canonical(message: Message) -> list[JSON]:
                 content.append(part["text"])
             elif kind == "file" and isinstance(part.get("url"), str):
                 url, mt = part["url"], str(part.get("mediaType") or "")
-                split = _base.split_data_url(url)
+                split = _parts.split_data_url(url)
                 if split is not None:
                     content.append({"kind": "binary", "data": split[1], "media_type": split[0]})
                 else:
                     url_kind = next((k for k, v in _URL_KINDS.items()
                                      if mt.split("/")[0] == v.split("/")[0]), "document-url")
                     content.append({"kind": url_kind, "url": url})
-            elif kind == _base.RAW_PART_TYPE:
+            elif kind == _parts.RAW_PART_TYPE:
                 value = FORMAT.verbatim(part)
                 if value is not None:
                     raw.append(value)
@@ -152,7 +155,7 @@ def _pydantic_canonical(message: Message) -> list[JSON]:
                                   "content": content[0] if single else content})
         return [{"kind": "request", "parts": request_parts}] if request_parts else []
     out: list[JSON] = []
-    for step in _base.split_steps(parts):
+    for step in _parts.split_steps(parts):
         response: list[Any] = []
         results: list[Any] = []
         for part in step:
@@ -161,21 +164,21 @@ def _pydantic_canonical(message: Message) -> list[JSON]:
                 response.append({"part_kind": "text", "content": part["text"]})
             elif kind == "reasoning":
                 value = FORMAT.verbatim(part)
-                if value is None and _base.tag(part) is None and isinstance(part.get("text"), str):
+                if value is None and _parts.tag(part) is None and isinstance(part.get("text"), str):
                     value = {"part_kind": "thinking", "content": part["text"]}
                 if value is not None:
                     response.append(value)
-            elif kind == _base.RAW_PART_TYPE:
+            elif kind == _parts.RAW_PART_TYPE:
                 value = FORMAT.verbatim(part)
                 if value is not None:
                     response.append(value)
-            elif _base.is_tool(part):
-                name, call_id = _base.name_of(part), part.get("toolCallId")
-                if _base.has_call(part):
+            elif _parts.is_tool(part):
+                name, call_id = _parts.name_of(part), part.get("toolCallId")
+                if _parts.has_call(part):
                     meta = part.get("callProviderMetadata")
-                    kept = isinstance(meta, dict) and isinstance(meta.get(_base.KEY), dict)
+                    kept = isinstance(meta, dict) and isinstance(meta.get(_parts.KEY), dict)
                     response.append({"part_kind": "tool-call", "tool_name": name,
-                                     "args": _base.arguments(part) if kept else part.get("input"),
+                                     "args": _parts.arguments(part) if kept else part.get("input"),
                                      "tool_call_id": call_id})
                 if part.get("state") == "output-available":
                     results.append({"part_kind": "tool-return", "tool_name": name,

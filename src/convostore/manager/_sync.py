@@ -17,7 +17,7 @@ from typing import Any
 
 from ..backends._lazy_table import LazyTable
 from ..backends.base import Ops
-from ..context._core import parse_arguments
+from ..context._execute import parse_arguments
 from ..context._tools import ToolDefinition
 from ..errors import ConvostoreError, InvalidArgument, InvalidArgumentType
 from ..limits import MAX_COUNT, check_count, check_id, check_ids, check_text, search_query

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import NamedTuple, TypeVar
 
-from .. import codec
+from .. import attachments, codec
 from ..backends.base import Backend, CompactionRow, ContentRow, Ops, PathArrays, RowMeta
 from ..compaction import COMPACTION_PREFIX
 from ..model import Message, RecentHistory, RowStat
@@ -227,7 +227,7 @@ class History:
                 if hit is None and expect is not None and (not take or len(take) < len(rows)):
                     jump = ops.row_meta(sid, expect)  # the chain jumps: where does it go on?
                 shown = [r for r in take if r.id not in echoes] if echoes else take
-                plain = [r.content_chunks == 0 and codec.POINTER_PREFIX not in r.content
+                plain = [r.content_chunks == 0 and attachments.POINTER_PREFIX not in r.content
                          for r in shown]  # parsed from its own text: no continuations, no payloads
                 # Continuations and payloads are read now, in the snapshot the first slices
                 # came from; a later read could see another version of the message.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from .. import codec
+from .. import attachments, codec
 from ..backends.base import ContentRow, Ops
 from ..errors import UnreadableMessage
 from ..model import Message
@@ -42,8 +42,8 @@ def hydrate(
         value = decode(session_id, mid, text) if strict else parse(session_id, mid, text)
         if value is None:
             continue
-        if codec.POINTER_PREFIX in text:
-            pending.append((mid, value, codec.pointer_hashes(value)))
+        if attachments.POINTER_PREFIX in text:
+            pending.append((mid, value, attachments.pointer_hashes(value)))
         out[mid] = value
     if pending:
         wanted = list(dict.fromkeys(h for _m, _v, hs in pending for h in hs))
@@ -51,7 +51,7 @@ def hydrate(
         data = ops.attachment_data([h for h in wanted if h in meta])
         lookup = {h: (meta[h][0], data[h]) for h in meta}
         for mid, value, _hs in pending:
-            out[mid] = codec.resolve_attachments(value, lookup)
+            out[mid] = attachments.resolve_attachments(value, lookup)
     return out
 
 
@@ -67,7 +67,7 @@ def in_order(ops: Ops, session_id: str, rows: Sequence[ContentRow]) -> list[Mess
     their payloads)."""
     out: list[Message | None] = []
     slow: list[ContentRow] = []
-    pointer = codec.POINTER_PREFIX
+    pointer = attachments.POINTER_PREFIX
     for row in rows:
         text = row.content
         if row.content_chunks or pointer in text:

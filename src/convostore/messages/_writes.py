@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
-from .. import codec
+from .. import attachments, codec
 from .._core import StoreCore
 from ..backends.base import Appended, CompactionRow, Link, NewRow, Ops, link_parent
 from ..errors import InvalidArgument, InvalidMessage
@@ -100,7 +100,7 @@ class Prepared(NamedTuple):  # a tuple: built on every write, cheaper than a fro
     message: Message  # the prepared message, inline form: what reads return
     slices: list[str]
     content_bytes: int
-    payloads: list[codec.Payload]
+    payloads: list[attachments.Payload]
     hashes: list[str]
     estimate: int
 
@@ -154,15 +154,15 @@ class Writer:
             if source == "client":
                 message = codec.strip_reserved_metadata(message, self._core.reserved_metadata_keys)
         text, encoded = codec.dumps_message(message)
-        if source == "client" and codec.POINTER_PREFIX in text:
-            field = codec.pointer_field(message)
+        if source == "client" and attachments.POINTER_PREFIX in text:
+            field = attachments.pointer_field(message)
             if field is not None:  # a reference would hand over bytes the client never sent
                 raise InvalidMessage(field, "an attachment pointer is not accepted from a "
                                      "client (source='client'); send the media itself")
-        payloads: list[codec.Payload] = []
+        payloads: list[attachments.Payload] = []
         hashes: list[str] = []
-        if codec.may_carry_media(text):
-            stored, payloads, hashes = codec.extract_attachments(message)
+        if attachments.may_carry_media(text):
+            stored, payloads, hashes = attachments.extract_attachments(message)
             if stored is not message:
                 text = codec.dumps(stored)
                 encoded = {}  # the estimate counts media inline, not the stored pointers
@@ -185,7 +185,7 @@ class Writer:
         if missing:
             sizes.update({h: size for h, (_t, size) in ops.attachment_meta(missing).items()})
         return prep.content_bytes + sum(
-            codec.base64_len(sizes[h]) for h in prep.hashes if h in sizes
+            attachments.base64_len(sizes[h]) for h in prep.hashes if h in sizes
         )
 
     def insert(
