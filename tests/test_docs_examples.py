@@ -1,18 +1,120 @@
-"""The API reference (docs/reference/) names every public name: each public module has its
-``:::`` directive, listing every name of its ``__all__``, so a new export cannot go undocumented.
+"""The code blocks of the home page, the tutorial and the how-to guides run: pages cannot drift.
+
+Each page's ```python blocks run in order in one namespace, in a temporary directory (so
+``Sessions.open("chat.db")`` makes a fresh SQLite file there). A block that needs what a test
+run does not have (a server, a model provider) carries a marker on the line before its fence:
+
+    <!-- docs-test: skip: the reason, shown in the test report -->
+    <!-- docs-test: needs fastapi -->          (runs when the module imports, else skips)
+
+Skipped blocks are test items of their own, so every reason shows in the report. The reference
+pages are checked too: each public module has its ``:::`` directive, listing every name of its
+``__all__``.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import importlib
 import importlib.util
+import inspect
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import convostore
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+PAGES = [
+    DOCS / "index.md",
+    DOCS / "tutorial.md",
+    *sorted((DOCS / "guides").glob("*.md")),
+]
+
+_FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.S | re.M)
+_MARKER = re.compile(r"<!--\s*docs-test:\s*(skip|needs)\s*:?\s*(.*?)\s*-->\s*\Z", re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    code: str
+    skip: str | None  # the reason this block does not run here, else None
+
+
+def _blocks(path: Path) -> list[Block]:
+    text = path.read_text(encoding="utf-8")
+    blocks = []
+    for match in _FENCE.finditer(text):
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        skip = None
+        marker = _MARKER.search(before)
+        if marker and marker.group(1) == "skip":
+            skip = f"skipped by design: {marker.group(2)}"
+        elif marker:
+            module = marker.group(2)
+            if importlib.util.find_spec(module) is None:
+                skip = f"needs {module} (pip install -e '.[docs]')"
+        line = text.count("\n", 0, match.start()) + 2
+        name = str(path.relative_to(ROOT))
+        blocks.append(Block(name, line, match.group(1), skip))
+    return blocks
+
+
+ALL = [block for path in PAGES for block in _blocks(path)]
+
+
+def test_the_pages_have_blocks() -> None:
+    # the glob above must find the pages: a moved folder would otherwise test nothing
+    assert len(PAGES) >= 10 and len(ALL) >= 25
+
+
+def _close_stores(namespace: dict[str, object]) -> None:
+    for value in list(namespace.values()):
+        if isinstance(value, convostore.Sessions) and not value.closed:
+            value.close()
+        elif isinstance(value, convostore.AsyncSessions) and not value.closed:
+            closing = value.close()
+            if inspect.isawaitable(closing):
+                asyncio.run(closing)
+
+
+RUNNABLE = sorted({block.page for block in ALL if block.skip is None})
+
+
+@pytest.mark.parametrize("page", RUNNABLE)
+def test_page_blocks_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "docs_example"}
+    try:
+        for block in _blocks(ROOT / page):
+            if block.skip is not None:
+                continue
+            source = "\n" * (block.line - 1) + block.code  # tracebacks name the page's line
+            code = compile(source, str(ROOT / page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            if code.co_flags & inspect.CO_COROUTINE:
+                asyncio.run(eval(code, namespace))
+            else:
+                exec(code, namespace)
+    finally:
+        _close_stores(namespace)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in ALL if b.skip is not None],
+    ids=lambda b: f"{b.page}:{b.line}",
+)
+def test_block_not_run_here(block: Block) -> None:
+    # Compiles, so a skipped block still cannot hold a syntax error; then says why it skips.
+    compile(block.code, block.page, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    assert block.skip is not None
+    pytest.skip(block.skip)
 
 
 PUBLIC_MODULES = {
