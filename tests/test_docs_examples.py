@@ -1,4 +1,4 @@
-"""The code blocks of the home page, the tutorial and the how-to guides run: pages cannot drift.
+"""The code blocks of the README, the tutorial and the how-to guides run: the pages cannot drift.
 
 Each page's ```python blocks run in order in one namespace, in a temporary directory (so
 ``Sessions.open("chat.db")`` makes a fresh SQLite file there). A block that needs what a test
@@ -30,6 +30,7 @@ import convostore
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [
+    ROOT / "README.md",
     DOCS / "index.md",
     DOCS / "tutorial.md",
     *sorted((DOCS / "guides").glob("*.md")),
@@ -169,3 +170,12 @@ def test_reference_lists_every_public_name(module: str) -> None:
     if exported is not None:
         assert directives[module] == list(exported), f"members of ::: {module} != its __all__"
 
+
+def test_readme_stays_a_front_door() -> None:
+    # issue 44: a short README whose links all lead into the repository's pages
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    assert targets
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert missing == []
