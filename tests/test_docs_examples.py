@@ -164,6 +164,8 @@ def _directives(page: str) -> dict[str, list[str] | None]:
 
 @pytest.mark.parametrize("module", sorted(PUBLIC_MODULES))
 def test_reference_lists_every_public_name(module: str) -> None:
+    page = DOCS / "reference" / PUBLIC_MODULES[module]
+    assert page.exists(), f"{module} has no reference page: add {page.name} to the nav"
     directives = _directives(PUBLIC_MODULES[module])
     assert module in directives, f"docs/reference/{PUBLIC_MODULES[module]} has no ::: {module}"
     exported = getattr(importlib.import_module(module), "__all__", None)
