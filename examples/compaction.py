@@ -2,8 +2,8 @@
 
     python examples/compaction.py
 
-A real application passes an LLM call as ``summarize`` (see the README); here the "model" keeps
-the first line of every message it is shown, so the output is the same on every run.
+A real application passes an LLM call as ``summarize`` (docs/guides/compaction.md); here the
+"model" keeps the first line of every message it is shown, so the output is the same every run.
 """
 
 from __future__ import annotations
