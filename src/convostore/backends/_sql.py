@@ -47,9 +47,8 @@ from .base import (
     SessionTotals,
     Suffix,
     Tail,
-    _batches,
-    _marks,
 )
+from .connection import _batches, _marks
 
 
 def _qualify(alias: str, cols: str) -> str:
@@ -87,21 +86,6 @@ class SqlOps(
     legacy: LegacySql
     """The engine's legacy-lift SQL (a class attribute of each engine's subclass)."""
 
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Execute ``sql`` (``?`` placeholders) and return a cursor."""
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return list(self._run(sql, params).fetchall())
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        row = self._run(sql, params).fetchone()
-        return None if row is None else tuple(row)
-
-    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        for row in rows:
-            self._run(sql, row)
-
     # -- reads ---------------------------------------------------------------------------------
 
     def tail(self, session_id: str) -> Tail | None:
@@ -130,25 +114,6 @@ class SqlOps(
             (session_id, id),
         )
         return None if row is None else RowMeta(*row)
-
-    def _by_key(
-        self, cols: str, key: str, session_id: str, keys: Sequence[Any]
-    ) -> list[tuple[Any, ...]]:
-        """Columns ``cols`` of the message rows of ``session_id`` whose ``key`` is in ``keys``.
-
-        An engine may override how the rows are found (PostgreSQL probes the unique index once
-        per key, whatever its statistics say), never which rows.
-        """
-        out: list[tuple[Any, ...]] = []
-        for batch in _batches(keys):
-            out.extend(
-                self._all(
-                    f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ? "
-                    f"AND {key} IN ({_marks(len(batch))})",
-                    (session_id, *batch),
-                )
-            )
-        return out
 
     def continuations(self, session_id: str, ids: Sequence[str]) -> list[Continuation]:
         out: list[Continuation] = []

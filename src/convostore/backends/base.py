@@ -11,42 +11,22 @@ splicing, overlays, attachments, budgets) lives in :mod:`convostore.session`, wr
 - :class:`Engine` is what an engine module declares about itself for the registry
   (:mod:`._engines`): the URLs it takes, its options, its worker model, its schema as data, how
   it opens a :class:`Backend`. ``docs/engines.md`` walks through adding one.
-- ``_marks`` and ``_batches`` split key lists into ``IN (?, ...)`` batches for the shared SQL.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # types only: both modules build on this one
     from ..legacy._sql import LegacySql
     from ._migrate import Migrations
 
-_T = TypeVar("_T")
-
 SHARED_ACROSS_PROCESSES = "shared_across_processes"
 """Capability: several processes (or machines) may open the same store at once."""
-
-# Helpers of the shared SQL, here because both _sql and _registry (which _sql imports) use them.
-
-_IN_BATCH = 500
-"""Most keys in one ``IN (...)`` list, below every engine's parameter limit."""
-
-
-def _marks(n: int) -> str:
-    """``n`` comma-separated ``?`` placeholders."""
-    return ",".join("?" * n)
-
-
-def _batches(items: Sequence[_T]) -> Iterator[Sequence[_T]]:
-    """``items`` in consecutive slices of at most :data:`_IN_BATCH`."""
-    for i in range(0, len(items), _IN_BATCH):
-        yield items[i : i + _IN_BATCH]
-
 
 @dataclass(frozen=True)
 class RowMeta:

@@ -45,7 +45,8 @@ from ..backends._schema import (
     META,
     SESSION_STATE,
 )
-from ..backends.base import ContentRow, LeafProbe, Tail, _batches, _marks
+from ..backends.base import ContentRow, LeafProbe, Tail
+from ..backends.connection import SqlConnection, _batches, _marks
 
 INTERNAL_PREFIX = "convostore:"
 """Session ids starting with this hold convostore's own data (context blocks, cached prompts,
@@ -154,17 +155,8 @@ def is_internal(session_id: str) -> bool:
     return session_id.startswith(INTERNAL_PREFIX)
 
 
-class DirectoryOps:
-    """Directory operations; the engine supplies ``_run``/``_one``/``_all`` (see ``SqlOps``)."""
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+class DirectoryOps(SqlConnection):
+    """Directory operations over the scope's connection."""
 
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
         """A condition on ``metadata`` holding ``key`` equal to the JSON value ``value``

@@ -60,9 +60,8 @@ from ..base import (
     Engine,
     LeafProbe,
     ScopeRetry,
-    _batches,
-    _marks,
 )
+from ..connection import _batches, _marks
 from ._partitions import PARTITION_COUNT, check_partitions, partitioned
 from ._reads import PostgresWindowOps
 from ._scope import (

@@ -37,6 +37,7 @@ listening just as a writer commits may miss that one wake-up; it reads the log a
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -181,9 +182,9 @@ class PostgresWriteOps(PostgresSearchOps):
     """Whether the scope sent an append that fails rather than decline (see the backend's
     ``write``, which turns that failure into ``ScopeRetry``)."""
 
+    @abstractmethod
     def _execute(self, query: str, params: Any) -> Any:
         """Run ``query`` (psycopg's placeholders) in the scope; its cursor."""
-        raise NotImplementedError
 
     # -- the append ----------------------------------------------------------------------------
 

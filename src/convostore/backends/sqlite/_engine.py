@@ -33,9 +33,8 @@ from ..base import (
     LeafProbe,
     OldTexts,
     Position,
-    _batches,
-    _marks,
 )
+from ..connection import _batches, _marks
 from ._signal import DataVersionSignal
 
 logger = logging.getLogger("convostore")
