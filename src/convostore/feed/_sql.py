@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..backends._schema import CHANGES, COMPACTION_LEASES, META
-from ..backends.base import ChangeRow, LeaseRow, Position, StoredChange
 from ..backends.connection import SqlConnection
+from ..backends.rows import ChangeRow, LeaseRow, Position, StoredChange
 
 TRIMMED_KEY = "changes_trimmed"
 """The meta key holding the highest position trimmed from the change log."""

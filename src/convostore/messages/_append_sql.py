@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 
-from ..backends.base import (
+from ..backends.rows import (
     Appended,
     ChangeRow,
     LeafProbe,

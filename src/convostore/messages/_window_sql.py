@@ -13,8 +13,8 @@ from functools import partial
 from typing import Any, cast
 
 from ..backends._schema import COMPACTIONS, DIRECTORY, MESSAGES
-from ..backends.base import ContentRow, RowSize
 from ..backends.connection import SqlConnection, _batches, _marks
+from ..backends.rows import ContentRow, RowSize
 
 _CONTENT = "id, parent_id, seq, content, content_chunks, created_at"  # a ContentRow
 

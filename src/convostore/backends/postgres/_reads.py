@@ -14,7 +14,7 @@ from typing import Any
 from ...messages._window_sql import _CONTENT, WindowOps, _content_row, _contiguous
 from .._schema import MESSAGES
 from .._sql import _qualify
-from ..base import ContentRow
+from ..rows import ContentRow
 
 
 class PostgresWindowOps(WindowOps):

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 
 from .._schema import FTS, MESSAGES
 from .._sql import SqlOps
-from ..base import FtsHit, OldTexts
 from ..connection import _batches, _marks
+from ..rows import FtsHit, OldTexts
 from ._partitions import partitioned
 
 TS_CONFIG = "convostore_english"

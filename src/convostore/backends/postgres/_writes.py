@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from ...directory._sql import _NOTE_INSERT, is_internal
 from ...feed._sql import _COLUMNS, CHANGE_INSERT
 from .._schema import CHANGES, DIRECTORY, FTS, MESSAGES
-from ..base import Appended, ChangeRow, Link, NewRow, Position, StoredChange
+from ..rows import Appended, ChangeRow, Link, NewRow, Position, StoredChange
 from ._search import TS_CONFIG, PostgresSearchOps, index_source
 
 _MASK = 0x7FFFFFFF
