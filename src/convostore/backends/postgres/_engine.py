@@ -440,7 +440,7 @@ class PostgresBackend:
                     end(conn, "ROLLBACK")
                     self._release_conn(conn, switched)
         except psycopg.Error as exc:
-            # A strict append met the search table (PostgresWriteOps.append_row): index now.
+            # A strict append met the search table (PostgresOps.append_row): index now.
             # The pipeline may report the aborted statements after it, so look down the chain.
             if ops is not None and ops._strict and _divided_by_zero(exc):
                 self._fts_seen = True
