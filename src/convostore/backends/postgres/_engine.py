@@ -344,7 +344,7 @@ class PostgresBackend:
         # store-wide scope excludes them and each other), the session's state row for the
         # session's. Both live with the session's data, so a sharded engine keeps them on the
         # session's shard. The state row is created first if missing (nothing else changes:
-        # an absent row and epoch 0 read the same). A session's are one statement (_pg_scope).
+        # an absent row and epoch 0 read the same). A session's are one statement (_scope.py).
         if not session_lock:
             steps.append((LOCK_SHARED, ()))
         elif session_id is None:

@@ -120,7 +120,7 @@ def append_sql(rule: str, mode: str, change: bool, strict: bool = False) -> str:
     blocked = "false" if mode != "check" else (
         f"EXISTS (SELECT 1 FROM pg_class WHERE relname = '{FTS}' AND relnamespace = "
         "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))")
-    # The directory's stored part: what the new row does not carry (see _directory_sql); the
+    # The directory's stored part: what the new row does not carry (see directory/_sql.py); the
     # upsert writes the row only when updated_at moves, a chosen leaf is cleared or a ttl runs.
     note = _NOTE_INSERT.replace(
         "VALUES (?, ?, ?, ?, ?, ?)",
