@@ -233,9 +233,11 @@ def test_the_architecture_doc_names_every_module() -> None:
             continue
         for path in folder.rglob("*.py"):
             assert path.relative_to(package).as_posix() in architecture, path
-    for path in (package / "backends").glob("*.py"):
-        if path.stem != "__init__":
-            assert f"{path.stem}.py" in engines, path
+    backends = package / "backends"
+    for path in backends.rglob("*.py"):
+        name = path.relative_to(backends).as_posix()  # e.g. sqlite/_engine.py
+        if name != "__init__.py":
+            assert name in engines, path
 
 
 def test_a_sqlite_writer_waits_for_another_process_lock_then_gives_up(tmp_path: Path) -> None:

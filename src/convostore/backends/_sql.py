@@ -10,35 +10,33 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..codec import ROW_BUDGET
-from ..directory._sql import INTERNAL_PREFIX, DirectoryOps
+from ..directory._prune_sql import PruneOps
+from ..directory._sql import DirectoryOps
 from ..dump._sql import DumpOps
 from ..feed._sql import ChangeLogOps
 from ..integrations._checkpoint_sql import CheckpointSql
 from ..legacy._sql import LegacySql
 from ..manager._sql import RegistryOps
 from ..messages._append_sql import AppendOps
+from ..messages._attachments_sql import AttachmentOps
 from ..messages._window_sql import _CONTENT, WindowOps
+from ..search._sql import SearchOps
 from ._schema import (
-    ATTACHMENT_CHUNKS,
-    ATTACHMENT_REFS,
     ATTACHMENTS,
     COMPACTIONS,
     MESSAGE_CHUNKS,
     MESSAGES,
-    META,
     SESSION_STATE,
 )
-from .base import (
+from .connection import _batches, _marks
+from .rows import (
     AppendProbe,
-    AttachmentMeta,
     CompactionRow,
     ContentRow,
     Continuation,
-    FtsHit,
     NewRow,
     PathArrays,
     PathRow,
@@ -47,8 +45,6 @@ from .base import (
     SessionTotals,
     Suffix,
     Tail,
-    _batches,
-    _marks,
 )
 
 
@@ -68,39 +64,16 @@ def _params(row: NewRow) -> tuple[Any, ...]:
     return (*row[:10], int(row.chained), row.run_bytes)
 
 
-_FTS_CURSOR = "fts_backfill_cursor"
-"""The meta key of the search index's backfill cursor (present while a build is pending)."""
-_FTS_DEFINITION = "fts_definition"
-"""The meta key of what the search index holds for a message (recorded by its creation)."""
-
-
 class SqlOps(
-    RegistryOps, DirectoryOps, ChangeLogOps, DumpOps, CheckpointSql, WindowOps, AppendOps
+    RegistryOps, DirectoryOps, PruneOps, ChangeLogOps, DumpOps, CheckpointSql, SearchOps,
+    AttachmentOps, WindowOps, AppendOps,
 ):
-    """Operations over one connection; subclasses define :meth:`_run` and the FTS methods."""
-
-    # Row locks that make payload collection safe against a concurrent writer re-using the
-    # payload (PostgreSQL); SQLite serialises all writers, so it needs none.
-    _FOR_SHARE = ""
-    _FOR_UPDATE = ""
+    """Every operation of ``Ops`` over one connection, as SQL both engines share; an engine's
+    subclass defines what is abstract here: ``_run``, ``existing_tables``, ``_insert_change``
+    and the search index's ``fts_*`` (see docs/engines.md)."""
 
     legacy: LegacySql
     """The engine's legacy-lift SQL (a class attribute of each engine's subclass)."""
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Execute ``sql`` (``?`` placeholders) and return a cursor."""
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return list(self._run(sql, params).fetchall())
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        row = self._run(sql, params).fetchone()
-        return None if row is None else tuple(row)
-
-    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        for row in rows:
-            self._run(sql, row)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -130,25 +103,6 @@ class SqlOps(
             (session_id, id),
         )
         return None if row is None else RowMeta(*row)
-
-    def _by_key(
-        self, cols: str, key: str, session_id: str, keys: Sequence[Any]
-    ) -> list[tuple[Any, ...]]:
-        """Columns ``cols`` of the message rows of ``session_id`` whose ``key`` is in ``keys``.
-
-        An engine may override how the rows are found (PostgreSQL probes the unique index once
-        per key, whatever its statistics say), never which rows.
-        """
-        out: list[tuple[Any, ...]] = []
-        for batch in _batches(keys):
-            out.extend(
-                self._all(
-                    f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ? "
-                    f"AND {key} IN ({_marks(len(batch))})",
-                    (session_id, *batch),
-                )
-            )
-        return out
 
     def continuations(self, session_id: str, ids: Sequence[str]) -> list[Continuation]:
         out: list[Continuation] = []
@@ -336,29 +290,6 @@ class SqlOps(
         row = self._one(f"SELECT epoch FROM {SESSION_STATE} WHERE session_id = ?", (session_id,))
         return 0 if row is None else int(row[0])
 
-    def attachment_meta(self, hashes: Sequence[str]) -> dict[str, AttachmentMeta]:
-        out: dict[str, AttachmentMeta] = {}
-        for batch in _batches(list(hashes)):
-            for h, media_type, size in self._all(
-                f"SELECT hash, media_type, bytes FROM {ATTACHMENTS} "
-                f"WHERE hash IN ({_marks(len(batch))})",
-                tuple(batch),
-            ):
-                out[h] = AttachmentMeta(media_type, size)
-        return out
-
-    def attachment_data(self, hashes: Sequence[str]) -> dict[str, bytes]:
-        parts: dict[str, list[bytes]] = {h: [] for h in hashes}
-        for batch in _batches(list(hashes)):
-            for h, _idx, data in self._all(
-                f"SELECT hash, idx, data FROM {ATTACHMENT_CHUNKS} "
-                f"WHERE hash IN ({_marks(len(batch))}) "
-                "ORDER BY hash, idx",
-                tuple(batch),
-            ):
-                parts[h].append(bytes(data))
-        return {h: b"".join(chunks) for h, chunks in parts.items()}
-
     def session_summaries(self) -> list[SessionTotals]:
         """(session id, messages, stored bytes, newest created_at) for every session."""
         return [
@@ -405,68 +336,6 @@ class SqlOps(
                 (after[0], after[1], limit),
             )
         return [ScannedRow(r[0], ContentRow(*r[1:7]), r[7]) for r in rows]
-
-    # -- the search index's backfill cursor (a row of the meta table while a build is pending)
-
-    def fts_cursor(self) -> str | None:
-        return self._meta_value(_FTS_CURSOR)
-
-    def fts_set_cursor(self, cursor: str | None) -> None:
-        self._set_meta_value(_FTS_CURSOR, cursor)
-
-    def fts_definition(self) -> str | None:
-        return self._meta_value(_FTS_DEFINITION)
-
-    def fts_set_definition(self, definition: str) -> None:
-        self._set_meta_value(_FTS_DEFINITION, definition)
-
-    def _meta_value(self, key: str) -> str | None:
-        row = self._one(f"SELECT value FROM {META} WHERE key = ?", (key,))
-        return None if row is None else str(row[0])
-
-    def _set_meta_value(self, key: str, value: str | None) -> None:
-        if value is None:
-            self._run(f"DELETE FROM {META} WHERE key = ?", (key,))
-        else:
-            self._run(
-                f"INSERT INTO {META} (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
-
-    def fts_backlog(self, after: tuple[str, str] | None) -> int:
-        if after is None:
-            row = self._one(f"SELECT count(*) FROM {MESSAGES}")
-        else:
-            row = self._one(
-                f"SELECT count(*) FROM {MESSAGES} WHERE (session_id, id) > (?, ?)", after
-            )
-        return int(row[0]) if row is not None else 0
-
-    def _search(
-        self, select: str, match: Any, session_id: str | None, session_column: str,
-        order: str, limit: int, hits: str | None = None,
-    ) -> list[FtsHit]:
-        """Hits of an engine's full-text query.
-
-        ``select`` reads the matching rows (ending in the condition whose one ``?`` is
-        ``match``); this adds the session filter on ``session_column`` (``session_id`` only
-        when given, else every application session), the order and the limit. When ``select``
-        reads keys only, ``hits`` reads the :class:`FtsHit` columns of the rows it keeps from
-        the subquery ``{h}``: so message content is read for the hits returned only.
-        """
-        params: list[Any] = [match]
-        if session_id is not None:
-            select += f" AND {session_column} = ?"
-            params.append(session_id)
-        else:  # convostore's own sessions are not the application's conversations
-            select += f" AND substr({session_column}, 1, {len(INTERNAL_PREFIX)}) <> ?"
-            params.append(INTERNAL_PREFIX)
-        params.append(limit)
-        sql = f"{select} ORDER BY {order} LIMIT ?"
-        if hits is not None:
-            sql = hits.format(h=f"({sql}) h")
-        return [FtsHit(*r) for r in self._all(sql, params)]
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -574,82 +443,3 @@ class SqlOps(
             "ON CONFLICT (session_id) DO UPDATE SET epoch = s.epoch + 1",
             (session_id,),
         )
-
-    def store_payload(self, hash: str, data: bytes, media_type: str) -> None:
-        stored = f"SELECT 1 FROM {ATTACHMENTS} WHERE hash = ?{self._FOR_SHARE}"
-        if self._one(stored, (hash,)) is not None:
-            return  # stored once; the first writer's media type stays
-        chunks = [data[i : i + ROW_BUDGET] for i in range(0, len(data), ROW_BUDGET)]
-        self._many(
-            f"INSERT INTO {ATTACHMENT_CHUNKS} (hash, idx, data) VALUES (?,?,?) "
-            "ON CONFLICT DO NOTHING",
-            ((hash, i, self._blob(c)) for i, c in enumerate(chunks)),
-        )
-        self._run(
-            f"INSERT INTO {ATTACHMENTS} (hash, bytes, media_type, chunks) VALUES (?,?,?,?) "
-            "ON CONFLICT DO NOTHING",
-            (hash, len(data), media_type, len(chunks)),
-        )
-
-    def _blob(self, data: bytes) -> Any:
-        return data
-
-    def refs_of(self, session_id: str, message_id: str) -> set[str]:
-        return {
-            r[0]
-            for r in self._all(
-                f"SELECT hash FROM {ATTACHMENT_REFS} WHERE session_id = ? AND message_id = ?",
-                (session_id, message_id),
-            )
-        }
-
-    def add_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
-        self._many(
-            f"INSERT INTO {ATTACHMENT_REFS} (session_id, message_id, hash) VALUES (?,?,?) "
-            "ON CONFLICT DO NOTHING",
-            ((session_id, message_id, h) for h in hashes),
-        )
-
-    def drop_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
-        self._many(
-            f"DELETE FROM {ATTACHMENT_REFS} WHERE session_id = ? AND message_id = ? AND hash = ?",
-            ((session_id, message_id, h) for h in hashes),
-        )
-
-    def drop_message_refs(self, session_id: str, ids: Sequence[str]) -> set[str]:
-        dropped: set[str] = set()
-        for batch in _batches(ids):
-            marks = _marks(len(batch))
-            dropped.update(
-                r[0]
-                for r in self._all(
-                    f"SELECT hash FROM {ATTACHMENT_REFS} "
-                    f"WHERE session_id = ? AND message_id IN ({marks})",
-                    (session_id, *batch),
-                )
-            )
-            self._run(
-                f"DELETE FROM {ATTACHMENT_REFS} WHERE session_id = ? AND message_id IN ({marks})",
-                (session_id, *batch),
-            )
-        return dropped
-
-    def drop_session_refs(self, session_id: str) -> set[str]:
-        dropped = {
-            r[0]
-            for r in self._all(
-                f"SELECT DISTINCT hash FROM {ATTACHMENT_REFS} WHERE session_id = ?", (session_id,)
-            )
-        }
-        self._run(f"DELETE FROM {ATTACHMENT_REFS} WHERE session_id = ?", (session_id,))
-        return dropped
-
-    def collect(self, hashes: Iterable[str]) -> None:
-        """Delete payloads that no reference anywhere still points to."""
-        for h in sorted(hashes):
-            locked = f"SELECT 1 FROM {ATTACHMENTS} WHERE hash = ?{self._FOR_UPDATE}"
-            if self._one(locked, (h,)) is None:
-                continue
-            if self._one(f"SELECT 1 FROM {ATTACHMENT_REFS} WHERE hash = ? LIMIT 1", (h,)) is None:
-                self._run(f"DELETE FROM {ATTACHMENT_CHUNKS} WHERE hash = ?", (h,))
-                self._run(f"DELETE FROM {ATTACHMENTS} WHERE hash = ?", (h,))

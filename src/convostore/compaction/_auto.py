@@ -32,7 +32,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..backends.base import Backend, LeaseRow
+from ..backends.base import Backend
+from ..backends.rows import LeaseRow
 
 LEASE_MS = 10 * 60 * 1000
 """How long a lease lasts (10 minutes): longer than a summariser call should ever take."""

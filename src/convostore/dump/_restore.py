@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import codec, limits
 from ..backends._schema import REGISTRY_COLUMNS
-from ..backends.base import CompactionRow
+from ..backends.rows import CompactionRow
 from ..errors import (
     BadDump,
     ConvostoreError,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..backends._schema import COMPACTIONS, DIRECTORY, MESSAGES
-from ..backends.base import _batches, _marks
+from ..backends.connection import SqlConnection, _batches, _marks
 from ..directory._sql import is_internal
 
 DIR_DUMP_COLUMNS = (
@@ -35,14 +35,9 @@ _DIR_RESTORE = (
 )
 
 
-class DumpOps:
-    """Dump reads; the engine supplies ``_all`` (see ``SqlOps``)."""
+class DumpOps(SqlConnection):
+    """Dump reads over the scope's connection."""
 
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
 
     def dump_session_ids(self, after: str | None, limit: int) -> list[str]:
         """Ids of sessions holding messages or compaction records, in byte order, strictly

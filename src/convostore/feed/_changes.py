@@ -30,7 +30,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import limits
-from ..backends.base import Backend, ChangeRow, Ops, Position, StoredChange
+from ..backends.base import Backend, Ops
+from ..backends.rows import ChangeRow, Position, StoredChange
 from ..errors import CursorExpired, InvalidArgument
 from ..model import Change
 

@@ -28,11 +28,13 @@ threshold, and the time before which no new attempt starts).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 from ..backends._schema import CHANGES, COMPACTION_LEASES, META
-from ..backends.base import ChangeRow, LeaseRow, Position, StoredChange
+from ..backends.connection import SqlConnection
+from ..backends.rows import ChangeRow, LeaseRow, Position, StoredChange
 
 TRIMMED_KEY = "changes_trimmed"
 """The meta key holding the highest position trimmed from the change log."""
@@ -60,29 +62,20 @@ class _Slot:
         return self.fetch()
 
 
-class ChangeLogOps:
-    """Change-log and lease operations; the engine supplies ``_run``/``_one``/``_all`` and the
+class ChangeLogOps(SqlConnection):
+    """Change-log and lease operations over the scope's connection; the engine supplies the
     two hooks below."""
 
     _changes: list[tuple[ChangeRow, _Slot]] | None = None
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
 
     # -- engine hooks --------------------------------------------------------------------------
 
     def _lock_changes(self) -> None:
         """Run once before a scope's rows are written (PostgreSQL: its *draw* lock)."""
 
+    @abstractmethod
     def _insert_change(self, row: ChangeRow) -> Position:
         """Write one row; return how to read its position once the scope committed."""
-        raise NotImplementedError
 
     def _insert_changes(self, rows: Sequence[ChangeRow]) -> list[Position]:
         """Write several rows, in order (a batch write logs one per message); an engine may

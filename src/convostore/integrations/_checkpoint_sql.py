@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..backends._schema import ATTACHMENT_REFS, LG_BLOBS, LG_CHECKPOINTS, LG_WRITES
-from ..backends.base import _IN_BATCH, _batches, _marks
+from ..backends.connection import _IN_BATCH, SqlConnection, _batches, _marks
 
 
 class CheckpointRow(NamedTuple):
@@ -112,9 +112,9 @@ class Loaded(NamedTuple):
     writes: list[ValueRow]
 
 
-class CheckpointSql:
-    """LangGraph checkpoint operations; the engine supplies ``_run``/``_one``/``_all``/``_many``
-    (see ``SqlOps``) and, if its SQL differs, :attr:`_LG_EACH`."""
+class CheckpointSql(SqlConnection):
+    """LangGraph checkpoint operations over the scope's connection; an engine whose SQL differs
+    sets the ``_LG_*`` attributes."""
 
     _LG_EACH = "json_each(c.versions)"
     """A table function of the rows ``(key, value)`` of the JSON object ``c.versions``
@@ -131,18 +131,6 @@ class CheckpointSql:
     """True where the engine has ``LATERAL``: each version is then looked up by a subquery with
     ``LIMIT 1``, which a planner cannot turn into a hash join over every stored version (SQLite
     has no ``LATERAL``, and keeps ``CROSS JOIN`` order: a key probe per version anyway)."""
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def _many(self, sql: str, rows: Any) -> None:
-        raise NotImplementedError
 
     def _lg_locked(self, statement: str) -> str:
         lock = self._LG_LOCK

@@ -23,6 +23,7 @@ Insertion order is SQLite's ``rowid`` and PostgreSQL's ``ctid``; a legacy ``crea
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ LEGACY_REGISTRY = "assistant_sessions"
 LEGACY_FTS = "assistant_fts"
 CHAT_MESSAGES = "cf_ai_chat_agent_messages"
 
-class LegacySql:
+class LegacySql(ABC):
     """The statements both engines share, with the engine's pieces filled in.
 
     ``ops`` is always the operations of an open scope (a ``SqlOps``), typed loosely because the
@@ -44,15 +45,19 @@ class LegacySql:
     _ORDER = ""  # the insertion-order column
     _COLLATE = ""  # makes a legacy text comparable with our key columns
 
+    @abstractmethod
     def _bytes(self, column: str) -> str:
-        raise NotImplementedError
+        """An expression of the UTF-8 length in bytes of the text ``column``."""
 
+    @abstractmethod
     def _ms(self, column: str) -> str:
-        raise NotImplementedError
+        """An expression of the legacy timestamp ``column`` in epoch milliseconds."""
 
+    @abstractmethod
     def drop(self, ops: Any, table: str) -> None:
-        raise NotImplementedError
+        """Drop the legacy table ``table`` if it exists."""
 
+    @abstractmethod
     def _seq(self, ops: Any, table: str, source: str) -> tuple[str, str, tuple[Any, ...]]:
         """How a copied row's seq is computed: (seq expression, join clause, parameters).
 
@@ -60,7 +65,6 @@ class LegacySql:
         with a row already there (a retry, or a row written before the lift); then
         row_number() in ``created_at``, insertion order.
         """
-        raise NotImplementedError
 
     def _numbered(self, offset: str) -> str:
         return (

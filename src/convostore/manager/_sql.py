@@ -13,6 +13,7 @@ it (:data:`REGISTRY_LIFT`).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,24 +24,16 @@ from ..backends._schema import (
     REGISTRY_ON_CONFLICT,
     REGISTRY_SELECT,
 )
-from ..backends.base import _batches, _marks
+from ..backends.connection import SqlConnection, _batches, _marks
 
 
-class RegistryOps:
-    """Registry operations; the engine supplies ``_run``/``_one``/``_all`` (see ``SqlOps``)."""
+class RegistryOps(SqlConnection):
+    """Registry operations over the scope's connection; the engine answers
+    :meth:`existing_tables` from its catalog."""
 
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
+    @abstractmethod
     def existing_tables(self, names: Sequence[str]) -> set[str]:
         """Which of the tables ``names`` exist in the store's database (or schema)."""
-        raise NotImplementedError
 
     def registry_exists(self) -> bool:
         """Whether the registry's table exists: the directory always does."""

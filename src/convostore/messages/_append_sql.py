@@ -9,9 +9,10 @@ engine has, which costs nothing on an engine that runs in process (SQLite).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 
-from ..backends.base import (
+from ..backends.rows import (
     Appended,
     ChangeRow,
     LeafProbe,
@@ -23,26 +24,33 @@ from ..backends.base import (
 )
 
 
-class AppendOps:
-    """:meth:`append_row` over the other operations (see ``Ops.append_row``)."""
+class AppendOps(ABC):
+    """:meth:`append_row` over the other operations (see ``Ops.append_row``), which the other
+    mixins of ``SqlOps`` and the engine define; each is documented on ``Ops``."""
 
+    @abstractmethod
     def leaf_probe(self, session_id: str, id: str) -> LeafProbe:
-        raise NotImplementedError
+        """See ``Ops.leaf_probe`` (the directory's SQL)."""
 
+    @abstractmethod
     def row_meta(self, session_id: str, id: str) -> RowMeta | None:
-        raise NotImplementedError
+        """See ``Ops.row_meta`` (the shared SQL)."""
 
+    @abstractmethod
     def insert_message(self, row: NewRow, quiet: int | None = None) -> None:
-        raise NotImplementedError
+        """See ``Ops.insert_message`` (the shared SQL)."""
 
+    @abstractmethod
     def fts_exists(self) -> bool:
-        raise NotImplementedError
+        """See ``Ops.fts_exists`` (the engine's)."""
 
+    @abstractmethod
     def fts_insert(self, rows: Iterable[tuple[str, str, str]]) -> None:
-        raise NotImplementedError
+        """See ``Ops.fts_insert`` (the engine's)."""
 
+    @abstractmethod
     def log_change(self, row: ChangeRow) -> Position:
-        raise NotImplementedError
+        """See ``Ops.log_change`` (the change log's SQL)."""
 
     def append_row(
         self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None,

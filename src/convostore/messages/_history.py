@@ -24,7 +24,8 @@ from functools import partial
 from typing import NamedTuple, TypeVar
 
 from .. import attachments, codec
-from ..backends.base import Backend, CompactionRow, ContentRow, Ops, PathArrays, RowMeta
+from ..backends.base import Backend, Ops
+from ..backends.rows import CompactionRow, ContentRow, PathArrays, RowMeta
 from ..compaction import COMPACTION_PREFIX
 from ..model import Message, RecentHistory, RowStat
 from ._overlays import Span, plan_overlays, position, synthetic_message

@@ -10,7 +10,7 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..backends.base import CompactionRow
+from ..backends.rows import CompactionRow
 from ..compaction import COMPACTION_PREFIX
 from ..model import Message
 

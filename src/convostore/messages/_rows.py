@@ -11,7 +11,8 @@ import logging
 from collections.abc import Sequence
 
 from .. import attachments, codec
-from ..backends.base import ContentRow, Ops
+from ..backends.base import Ops
+from ..backends.rows import ContentRow
 from ..errors import UnreadableMessage
 from ..model import Message
 

@@ -13,7 +13,8 @@ from functools import partial
 from typing import Any, cast
 
 from ..backends._schema import COMPACTIONS, DIRECTORY, MESSAGES
-from ..backends.base import ContentRow, RowSize
+from ..backends.connection import SqlConnection, _batches, _marks
+from ..backends.rows import ContentRow, RowSize
 
 _CONTENT = "id, parent_id, seq, content, content_chunks, created_at"  # a ContentRow
 
@@ -51,19 +52,27 @@ def _contiguous(seqs: Sequence[int]) -> bool:
     return len(seqs) > 2 and seqs[-1] - seqs[0] == len(seqs) - 1
 
 
-class WindowOps:
-    """Reads by seq; the engine supplies ``_run``, ``_all`` and ``_by_key`` (see ``SqlOps``)."""
-
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+class WindowOps(SqlConnection):
+    """Reads by seq over the scope's connection."""
 
     def _by_key(
         self, cols: str, key: str, session_id: str, keys: Sequence[Any]
     ) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+        """Columns ``cols`` of the message rows of ``session_id`` whose ``key`` is in ``keys``.
+
+        An engine may override how the rows are found (PostgreSQL probes the unique index once
+        per key, whatever its statistics say), never which rows.
+        """
+        out: list[tuple[Any, ...]] = []
+        for batch in _batches(keys):
+            out.extend(
+                self._all(
+                    f"SELECT {cols} FROM {MESSAGES} WHERE session_id = ? "
+                    f"AND {key} IN ({_marks(len(batch))})",
+                    (session_id, *batch),
+                )
+            )
+        return out
 
     def newest_sizes(self, session_id: str, limit: int) -> list[RowSize]:
         """(id, parent_id, seq, stored bytes) of the ``limit`` newest rows, newest first; no

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import attachments, codec
 from .._core import StoreCore
-from ..backends.base import Appended, CompactionRow, Link, NewRow, Ops, link_parent
+from ..backends.base import Ops
+from ..backends.rows import Appended, CompactionRow, Link, NewRow, link_parent
 from ..errors import InvalidArgument, InvalidMessage
 from ..limits import check_id, check_text
 from ..model import Message, Source, StoredCompaction, Unset

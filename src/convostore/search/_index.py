@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from .. import codec, limits
 from ..backends._lazy_table import LazyTable
-from ..backends.base import Backend, ContentRow, FtsHit, OldTexts, Ops, ScannedRow
+from ..backends.base import Backend, Ops
+from ..backends.rows import ContentRow, FtsHit, OldTexts, ScannedRow
 from ..messages._rows import reassemble
 from ..model import Message, SearchResult
 from ._text import index_text

@@ -143,7 +143,7 @@ _STEPS: list[list[str]] = [
         "(session_id, parent_id) WHERE chained = 0",
     ],
     [
-        # The directory of conversations (see _directory_sql), filled from the stored messages.
+        # The directory of conversations (see directory/_sql.py), filled from the stored messages.
         f"""CREATE TABLE IF NOT EXISTS {DIRECTORY} (
             session_id TEXT COLLATE "C" PRIMARY KEY,
             internal SMALLINT NOT NULL DEFAULT 0,
@@ -173,7 +173,7 @@ _STEPS: list[list[str]] = [
     ],
     [
         # The change log: positions are drawn under the change-log lock, held to commit (see
-        # _changes_sql), so their order is commit order.
+        # feed/_sql.py), so their order is commit order.
         f"""CREATE TABLE IF NOT EXISTS {CHANGES} (
             pos BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             session_id TEXT COLLATE "C" NOT NULL,
@@ -231,7 +231,7 @@ _STEPS: list[list[str]] = [
         )""",
     ],
     [
-        # Totals carried by the newest row (see _directory_sql): an append leaves the
+        # Totals carried by the newest row (see directory/_sql.py): an append leaves the
         # directory row alone. Older rows hold 0, so only the counts' base moves.
         f"ALTER TABLE {MESSAGES} ADD COLUMN IF NOT EXISTS run_bytes BIGINT NOT NULL DEFAULT 0",
         DIRECTORY_TO_TAIL_TOTALS,

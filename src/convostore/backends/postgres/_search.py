@@ -7,19 +7,17 @@ search needs every word (``plainto_tsquery``), best ``ts_rank`` first. The text 
 configuration is ``english`` without its stop words (see :data:`TS_CONFIG`). Stale index rows
 never surface: hits are joined to the messages table.
 
-This module needs no driver: :class:`PostgresSearchOps` is a mixin of
-:class:`~convostore.backends.postgres._engine.PostgresOps`, which supplies the connection and the
-scope's state.
+This module needs no driver: it holds the statements, and
+:class:`~convostore.backends.postgres._ops.PostgresOps` the ``fts_*`` operations that send them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from .._schema import FTS, MESSAGES
-from .._sql import SqlOps
-from ..base import FtsHit, OldTexts, _batches, _marks
+from ..connection import _marks
 from ._partitions import partitioned
 
 TS_CONFIG = "convostore_english"
@@ -122,91 +120,81 @@ def index_source(text: str) -> str:
     return source
 
 
+def has_words(query: str) -> bool:
+    """Whether ``query`` holds anything a parser would keep (no lexeme: no hit)."""
+    return bool(_WORD.search(query))
 
-class PostgresSearchOps(SqlOps):
-    """The ``fts_*`` operations over the scope's connection (a mixin of ``PostgresOps``)."""
 
-    # Set by PostgresOps for each scope. A write scope learns the answer with its append probe
-    # (or asks here); the scope's locks keep it valid until it ends (creating the index takes
-    # the store lock exclusively).
-    _writing: bool
-    _fts: bool | None
-    _partitions: int | None
+def create_statements(partitions: int | None) -> list[str]:
+    """The search table's DDL (its text search configuration first), partitioned like the
+    store's other session-keyed tables."""
+    return [_FTS_CONFIG_DDL, *partitioned(_FTS_DDL, partitions)]
 
-    def fts_exists(self) -> bool:
-        if self._fts is None:
-            found = self._one(PG_TABLES, ([FTS],)) is not None
-            # Once there, the table stays; a "no" holds only under a write scope's locks.
-            if found or self._writing:
-                self._fts = found
-            return found
-        return self._fts
 
-    def fts_create(self) -> None:
-        self._run(_FTS_CONFIG_DDL)
-        for statement in partitioned(_FTS_DDL, self._partitions):
-            self._run(statement)
-        if self._writing:
-            self._fts = True
+def step_end_statements(cursor: str | None, partitions: int | None) -> list[str]:
+    """What ends a backfill step that moved the cursor to ``cursor`` (None: the last step).
 
-    def fts_set_cursor(self, cursor: str | None) -> None:
-        super().fts_set_cursor(cursor)
-        # Each backfill step ends by moving its cursor (its end: merge the pending list into
-        # the index); the last one removes it (no pending list from then on). Its commit need
-        # not wait for the WAL to be flushed: a crash may lose the last steps, each whole (its
-        # entries with its cursor), and the next build redoes them; a later commit that waits
-        # for its flush makes them durable too (the WAL is flushed in order).
-        self._run("SET LOCAL synchronous_commit = off")
-        gin = _FTS_GIN_PARTS if self._partitions else _FTS_GIN
-        if cursor is None:
-            self._run(_FTS_BUILT.format(gin=gin))
-        else:
-            self._run(f"SELECT gin_clean_pending_list(g.idx) FROM ({gin}) g")
+    Each backfill step ends by moving its cursor (its end: merge the pending list into the
+    index); the last one removes it (no pending list from then on). Its commit need not wait
+    for the WAL to be flushed: a crash may lose the last steps, each whole (its entries with its
+    cursor), and the next build redoes them; a later commit that waits for its flush makes them
+    durable too (the WAL is flushed in order).
+    """
+    gin = _FTS_GIN_PARTS if partitions else _FTS_GIN
+    end = (_FTS_BUILT.format(gin=gin) if cursor is None
+           else f"SELECT gin_clean_pending_list(g.idx) FROM ({gin}) g")
+    return ["SET LOCAL synchronous_commit = off", end]
 
-    def fts_insert(self, rows: Iterable[tuple[str, str, str]]) -> None:
-        sids: list[str] = []
-        mids: list[str] = []
-        sources: list[str] = []
-        for sid, mid, text in rows:
-            sids.append(sid)
-            mids.append(mid)
-            sources.append(index_source(text))
-        if not sids:
-            return
-        # One statement however many entries: the arrays travel as three parameters and the
-        # server computes every tsvector (an executemany would cost a statement per entry).
-        self._run(
-            f"INSERT INTO {FTS} (session_id, id, tsv) "
-            f"SELECT u.s, u.i, to_tsvector('{TS_CONFIG}', u.t) "
-            "FROM unnest(?::text[], ?::text[], ?::text[]) AS u(s, i, t) "
-            "ON CONFLICT (session_id, id) DO NOTHING",
-            (sids, mids, sources),
-        )
 
-    def fts_delete(self, session_id: str, ids: Sequence[str], old_texts: OldTexts) -> None:
-        for batch in _batches(ids):  # by key: the old text is not needed
-            self._run(
-                f"DELETE FROM {FTS} WHERE session_id = ? AND id IN ({_marks(len(batch))})",
-                (session_id, *batch),
-            )
+FTS_INSERT = (
+    f"INSERT INTO {FTS} (session_id, id, tsv) "
+    f"SELECT u.s, u.i, to_tsvector('{TS_CONFIG}', u.t) "
+    "FROM unnest(?::text[], ?::text[], ?::text[]) AS u(s, i, t) "
+    "ON CONFLICT (session_id, id) DO NOTHING"
+)
+"""Index entries given as three arrays (session ids, message ids, source texts): one statement
+however many entries; the server computes every tsvector (an executemany would cost a statement
+per entry)."""
 
-    def fts_clear(self, session_id: str, old_texts: OldTexts) -> None:
-        self._run(f"DELETE FROM {FTS} WHERE session_id = ?", (session_id,))
 
-    def fts_search(
-        self, query: str, session_id: str | None, limit: int, all_words: bool
-    ) -> list[FtsHit]:
-        if not _WORD.search(query) or limit <= 0:
-            return []  # nothing a parser would keep: no lexeme, no hit
-        parse = "plainto_tsquery" if all_words else "phraseto_tsquery"
-        return self._search(
-            f"SELECT f.session_id, f.id, ts_rank(f.tsv, q, 1) AS score, k.created_at, k.seq "
-            f"FROM {parse}('{TS_CONFIG}', ?) q, {FTS} f CROSS JOIN LATERAL "
-            f"(SELECT created_at, seq FROM {MESSAGES} "
-            f"WHERE session_id = f.session_id AND id = f.id LIMIT 1) k WHERE f.tsv @@ q",
-            query, session_id, "f.session_id", "score DESC, k.created_at, k.seq", limit,
-            "SELECT h.session_id, h.id, m.role, m.content, m.content_chunks, h.created_at "
-            f"FROM {{h}} CROSS JOIN LATERAL (SELECT role, content, content_chunks "
-            f"FROM {MESSAGES} WHERE session_id = h.session_id AND id = h.id LIMIT 1) m "
-            "ORDER BY h.score DESC, h.created_at, h.seq",
-        )
+def insert_arrays(
+    rows: Iterable[tuple[str, str, str]]
+) -> tuple[list[str], list[str], list[str]] | None:
+    """:data:`FTS_INSERT`'s parameters for ``(session_id, id, text)`` entries (each text
+    bounded by :func:`index_source`); None when there are none."""
+    sids: list[str] = []
+    mids: list[str] = []
+    sources: list[str] = []
+    for sid, mid, text in rows:
+        sids.append(sid)
+        mids.append(mid)
+        sources.append(index_source(text))
+    return (sids, mids, sources) if sids else None
+
+
+def delete_some(n: int) -> str:
+    """Remove the entries of ``n`` messages of one session, by key (the old text is not
+    needed)."""
+    return f"DELETE FROM {FTS} WHERE session_id = ? AND id IN ({_marks(n)})"
+
+
+FTS_CLEAR = f"DELETE FROM {FTS} WHERE session_id = ?"
+"""Remove the entries of every message of one session."""
+
+
+def search_statements(all_words: bool) -> tuple[str, str, str]:
+    """``SqlOps._search``'s ``select`` (keys, rank and order columns of the matches; its one
+    ``?`` the query text), ``order`` and ``hits`` for a search: every word (``all_words``) or
+    the phrase."""
+    parse = "plainto_tsquery" if all_words else "phraseto_tsquery"
+    return (
+        f"SELECT f.session_id, f.id, ts_rank(f.tsv, q, 1) AS score, k.created_at, k.seq "
+        f"FROM {parse}('{TS_CONFIG}', ?) q, {FTS} f CROSS JOIN LATERAL "
+        f"(SELECT created_at, seq FROM {MESSAGES} "
+        f"WHERE session_id = f.session_id AND id = f.id LIMIT 1) k WHERE f.tsv @@ q",
+        "score DESC, k.created_at, k.seq",
+        "SELECT h.session_id, h.id, m.role, m.content, m.content_chunks, h.created_at "
+        f"FROM {{h}} CROSS JOIN LATERAL (SELECT role, content, content_chunks "
+        f"FROM {MESSAGES} WHERE session_id = h.session_id AND id = h.id LIMIT 1) m "
+        "ORDER BY h.score DESC, h.created_at, h.seq",
+    )

@@ -1,6 +1,6 @@
 """PostgreSQL's write path: the append in one statement, and the change log without a lock.
 
-**The append** (:meth:`PostgresWriteOps.append_row`). The write scope's ``BEGIN`` and locks,
+**The append** (:meth:`~._ops.PostgresOps.append_row`). The write scope's ``BEGIN`` and locks,
 one statement and the ``COMMIT`` travel together in the scope's pipeline: one round trip, and
 the session's lock is held only while the server runs that statement and commits. The
 statement (data-modifying CTEs) probes the session (the id, the newest row, the chosen leaf,
@@ -16,7 +16,7 @@ sequence, so two writers may commit in the other order than they drew. Instead o
 commits, a writer marks its positions while they are uncommitted, with transaction-scoped
 advisory locks (released when the commit is visible): a shared *draw* lock before it draws,
 an exclusive lock per position drawn, a shared *done* lock once every position is locked. A
-reader (:meth:`PostgresWriteOps.changes_after`) first finds the frontier: the sequence's last
+reader (:meth:`~._ops.PostgresOps.changes_after`) first finds the frontier: the sequence's last
 value, then, in ``pg_locks``, the positions still held. Every position up to the frontier that
 is not held is committed (visible to the reader's next statement) or rolled back for good, so
 the reader returns rows up to the frontier only: it never moves past a change that may still
@@ -43,9 +43,10 @@ from typing import Any, NamedTuple
 
 from ...directory._sql import _NOTE_INSERT, is_internal
 from ...feed._sql import _COLUMNS, CHANGE_INSERT
-from .._schema import CHANGES, DIRECTORY, FTS, MESSAGES
-from ..base import Appended, ChangeRow, Link, NewRow, Position, StoredChange
-from ._search import TS_CONFIG, PostgresSearchOps, index_source
+from .._schema import ATTACHMENTS, CHANGES, DIRECTORY, FTS, MESSAGES
+from ..connection import _marks
+from ..rows import Appended, ChangeRow, Link, NewRow, StoredChange
+from ._search import TS_CONFIG, index_source
 
 _MASK = 0x7FFFFFFF
 """A position's advisory lock key is its low 31 bits (two positions that far apart are never
@@ -102,7 +103,7 @@ _FIRST_MISSING = (
 
 
 @lru_cache(maxsize=32)
-def _append_sql(rule: str, mode: str, change: bool, strict: bool = False) -> str:
+def append_sql(rule: str, mode: str, change: bool, strict: bool = False) -> str:
     """The one-statement append for a link rule; ``mode``: ``"index"`` the row (the search
     table is known to exist), ``"check"`` that the search table is absent, or ``"skip"``
     both; ``change``: log the change; ``strict`` (with ``"check"``): fail the statement
@@ -119,7 +120,7 @@ def _append_sql(rule: str, mode: str, change: bool, strict: bool = False) -> str
     blocked = "false" if mode != "check" else (
         f"EXISTS (SELECT 1 FROM pg_class WHERE relname = '{FTS}' AND relnamespace = "
         "(SELECT oid FROM pg_namespace WHERE nspname = current_schema()))")
-    # The directory's stored part: what the new row does not carry (see _directory_sql); the
+    # The directory's stored part: what the new row does not carry (see directory/_sql.py); the
     # upsert writes the row only when updated_at moves, a chosen leaf is cleared or a ttl runs.
     note = _NOTE_INSERT.replace(
         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -171,139 +172,108 @@ def _append_sql(rule: str, mode: str, change: bool, strict: bool = False) -> str
     return "WITH " + ",\n".join(parts) + "\n" + select
 
 
-class PostgresWriteOps(PostgresSearchOps):
-    """The append in one statement and the lock-free change log (a mixin of
-    ``PostgresOps``, which supplies the connection and the scope's state)."""
-
-    _conn: Any
-    _change_keys: ChangeKeys | None
-    _strict = False
-    """Whether the scope sent an append that fails rather than decline (see the backend's
-    ``write``, which turns that failure into ``ScopeRetry``)."""
-
-    def _execute(self, query: str, params: Any) -> Any:
-        """Run ``query`` (psycopg's placeholders) in the scope; its cursor."""
-        raise NotImplementedError
-
-    # -- the append ----------------------------------------------------------------------------
-
-    def append_row(
-        self, row: NewRow, link: Link, index: Callable[[], str], change: ChangeRow | None,
-        decline: bool = True,
-    ) -> Callable[[], Appended]:
-        assert self._writing, "append_row outside a write scope"
-        text = index() if self._fts else ""
-        params: dict[str, Any] = {
-            "sid": row.session_id, "id": row.id, "given": link.parent_id, "role": row.role,
-            "estimate": row.token_estimate, "at": row.created_at, "bytes": row.bytes,
-            "content": row.content, "internal": int(is_internal(row.session_id)),
-        }
-        if text:
-            params["source"] = index_source(text)
-        if change is not None:
-            keys = self._change_keys
-            assert keys is not None, "a change logged outside a write scope"
-            params.update(
-                flags=keys.flags, poskey=keys.positions, chan=keys.channel, kind=change.kind,
-                cmid=change.message_id, leaf=change.leaf_id, data=change.data,
-                cat=change.created_at,
-            )
-        # The search table: known to exist, index the row (nothing to index: skip); not
-        # known, check that it is absent.
-        mode = "check" if not self._fts else "index" if text else "skip"
-        strict = not decline and mode == "check"
-        self._strict = self._strict or strict
-        sql = _append_sql(link.rule, mode, change is not None, strict)
-        cursor = self._conn.cursor().execute(sql, params)
-
-        def answer() -> Appended:
-            dup, blocked, pos = cursor.fetchone()[:3]
-            if dup:
-                return Appended(False, None)
-            if blocked:
-                return Appended(None, None)
-            return Appended(True, None if pos is None else int(pos))
-
-        return answer
-
-    # -- the change log: the writer's side (see the module docstring) -------------------------
-
-    def _keys(self) -> ChangeKeys:
-        keys = self._change_keys
+def append_params(
+    row: NewRow, link: Link, text: str, change: ChangeRow | None, keys: ChangeKeys | None
+) -> dict[str, Any]:
+    """:func:`append_sql`'s parameters: the row under ``link``, its search ``text`` when it is
+    indexed, its ``change`` (logged with the store's ``keys``) when one is."""
+    params: dict[str, Any] = {
+        "sid": row.session_id, "id": row.id, "given": link.parent_id, "role": row.role,
+        "estimate": row.token_estimate, "at": row.created_at, "bytes": row.bytes,
+        "content": row.content, "internal": int(is_internal(row.session_id)),
+    }
+    if text:
+        params["source"] = index_source(text)
+    if change is not None:
         assert keys is not None, "a change logged outside a write scope"
-        return keys
-
-    def _lock_changes(self) -> None:
-        keys = self._keys()
-        self._conn.execute(
-            "SELECT pg_advisory_xact_lock_shared(%(flags)s, 0), (SELECT count(*) FROM "
-            f"(SELECT pg_notify(%(chan)s, '') WHERE {_LISTENED}) AS n)",
-            {"flags": keys.flags, "chan": keys.channel},
+        params.update(
+            flags=keys.flags, poskey=keys.positions, chan=keys.channel, kind=change.kind,
+            cmid=change.message_id, leaf=change.leaf_id, data=change.data,
+            cat=change.created_at,
         )
+    return params
 
-    def _insert_change(self, row: ChangeRow) -> Position:
-        # Pipelined with the COMMIT: the position is read once the scope has ended.
-        cursor = self._run(CHANGE_INSERT + f" RETURNING pos, {_HOLD.replace('%(poskey)s', '?')}",
-                           (*row, self._keys().positions))
-        return lambda: int(cursor.fetchone()[0])
 
-    def flush_changes(self) -> None:
-        pending = bool(self._changes)
-        super().flush_changes()
-        if pending:  # every position drawn is locked: no longer in the draw window
-            self._conn.execute("SELECT pg_advisory_xact_lock_shared(%s, 1)",
-                               (self._keys().flags,))
+def appended(cursor: Any) -> Callable[[], Appended]:
+    """How to read the outcome of :func:`append_sql` sent on ``cursor``, once it arrived."""
 
-    # -- the change log: the reader's side ----------------------------------------------------
+    def answer() -> Appended:
+        dup, blocked, pos = cursor.fetchone()[:3]
+        if dup:
+            return Appended(False, None)
+        if blocked:
+            return Appended(None, None)
+        return Appended(True, None if pos is None else int(pos))
 
-    def _frontier(self, floor: int) -> int:
-        """The highest position up to which every change has committed or never will, as
-        far as a statement run after this call sees (``floor``: the caller's cursor, where
-        the fallback starts looking)."""
-        keys = self._keys()
-        params = {"poskey": keys.positions, "flags": keys.flags}
-        for attempt in range(_WINDOW_TRIES):
-            row = self._execute(_FRONTIER, params).fetchone()
-            top, held, drawing = int(row[0]), row[1] or (), bool(row[2])
-            front = top
-            for key in held:  # a held key is the low bits of a position close to ``top``
-                ahead = (int(key) - top) & _MASK
-                position = top + ahead if ahead < _HALF else top + ahead - _MASK - 1
-                front = min(front, position - 1)
-            if not drawing:
-                return front
-            time.sleep(0.0002 * (attempt + 1))
-        # A writer stays between its draw and its locks: stop before the first missing row.
-        low = max(floor, top - _WINDOW_SPAN)
-        first = self._one(_FIRST_MISSING.replace("%s", "?"), (low, top))
-        return front if first is None or first[0] is None else min(front, int(first[0]) - 1)
+    return answer
 
-    def changes_after(
-        self, after: int, limit: int, session_id: str | None
-    ) -> list[StoredChange]:
-        if session_id is None:
-            # Usually the positions after the cursor are all there: each row of an unbroken
-            # run from ``after + 1`` is committed, and no other change can take its position.
-            rows = super().changes_after(after, limit, None)
-            run = 0
-            while run < len(rows) and rows[run].pos == after + 1 + run:
-                run += 1
-            if run:
-                return rows[:run]
-            if not rows:
-                return rows
-        front = self._frontier(after)
-        if front <= after:
-            return []
-        where = "pos > ? AND pos <= ?" + ("" if session_id is None else " AND session_id = ?")
-        params: Sequence[Any] = (after, front) if session_id is None else (
-            after, front, session_id)
-        found = self._all(
-            f"SELECT pos, {_COLUMNS} FROM {CHANGES} WHERE {where} ORDER BY pos LIMIT ?",
-            (*params, limit),
-        )
-        return [StoredChange(*r) for r in found]
 
-    def change_head(self) -> int:
-        front = self._frontier(0)
-        return front if front > 0 else self.change_horizon()
+# -- the change log: the writer's side (see the module docstring) -----------------------------
+
+LOCK_CHANGES = (
+    "SELECT pg_advisory_xact_lock_shared(%(flags)s, 0), (SELECT count(*) FROM "
+    f"(SELECT pg_notify(%(chan)s, '') WHERE {_LISTENED}) AS n)"
+)
+"""A scope's *draw* lock before its rows are written, and its NOTIFY if someone listens."""
+CHANGE_INSERT_HELD = CHANGE_INSERT + f" RETURNING pos, {_HOLD.replace('%(poskey)s', '?')}"
+"""The shared change insert, its position returned and locked (parameters: the row, then the
+store's :attr:`ChangeKeys.positions`)."""
+CHANGES_LOCKED = "SELECT pg_advisory_xact_lock_shared(%s, 1)"
+"""The *done* lock: every position the scope drew is locked (parameter: the flags key)."""
+
+
+
+def share_payloads(n: int) -> str:
+    """Lock ``n`` payload rows that a message re-uses ``FOR SHARE``, in hash order."""
+    return f"SELECT hash FROM {ATTACHMENTS} WHERE hash IN ({_marks(n)}) ORDER BY hash FOR SHARE"
+
+
+# -- the change log: the reader's side ---------------------------------------------------------
+
+
+def frontier(
+    execute: Callable[[str, Any], Any], one: Callable[[str, Sequence[Any]], Any],
+    keys: ChangeKeys, floor: int,
+) -> int:
+    """The highest position up to which every change has committed or never will, as far as a
+    statement run after this call sees (``floor``: the caller's cursor, where the fallback
+    starts looking); ``execute`` runs psycopg's placeholders, ``one`` the shared ``?`` ones."""
+    params = {"poskey": keys.positions, "flags": keys.flags}
+    for attempt in range(_WINDOW_TRIES):
+        row = execute(_FRONTIER, params).fetchone()
+        top, held, drawing = int(row[0]), row[1] or (), bool(row[2])
+        front = top
+        for key in held:  # a held key is the low bits of a position close to ``top``
+            ahead = (int(key) - top) & _MASK
+            position = top + ahead if ahead < _HALF else top + ahead - _MASK - 1
+            front = min(front, position - 1)
+        if not drawing:
+            return front
+        time.sleep(0.0002 * (attempt + 1))
+    # A writer stays between its draw and its locks: stop before the first missing row.
+    low = max(floor, top - _WINDOW_SPAN)
+    first = one(_FIRST_MISSING.replace("%s", "?"), (low, top))
+    return front if first is None or first[0] is None else min(front, int(first[0]) - 1)
+
+
+def unbroken(rows: Sequence[StoredChange], after: int) -> int:
+    """How many of ``rows`` (read after position ``after``) form an unbroken run of positions
+    from ``after + 1``: each is committed, and no other change can take its position."""
+    run = 0
+    while run < len(rows) and rows[run].pos == after + 1 + run:
+        run += 1
+    return run
+
+
+def changes_upto(
+    after: int, front: int, session_id: str | None, limit: int
+) -> tuple[str, tuple[Any, ...]]:
+    """The changes after ``after`` up to ``front`` (of ``session_id`` only, when given), at most
+    ``limit``: the statement and its parameters."""
+    where = "pos > ? AND pos <= ?" + ("" if session_id is None else " AND session_id = ?")
+    params: tuple[Any, ...] = (after, front) if session_id is None else (
+        after, front, session_id)
+    return (
+        f"SELECT pos, {_COLUMNS} FROM {CHANGES} WHERE {where} ORDER BY pos LIMIT ?",
+        (*params, limit),
+    )

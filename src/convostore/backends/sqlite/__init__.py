@@ -95,7 +95,7 @@ _STEPS: list[list[str]] = [
         "(session_id, parent_id) WHERE chained = 0",
     ],
     [
-        # The directory of conversations (see _directory_sql), filled from the stored messages.
+        # The directory of conversations (see directory/_sql.py), filled from the stored messages.
         f"""CREATE TABLE IF NOT EXISTS {DIRECTORY} (
             session_id TEXT PRIMARY KEY,
             internal INTEGER NOT NULL DEFAULT 0,
@@ -113,7 +113,7 @@ _STEPS: list[list[str]] = [
     ],
     [
         # The change log: writers are serialised, so rowid order is commit order (see
-        # _changes_sql). No AUTOINCREMENT: trimming always keeps the newest row.
+        # feed/_sql.py). No AUTOINCREMENT: trimming always keeps the newest row.
         f"""CREATE TABLE IF NOT EXISTS {CHANGES} (
             pos INTEGER PRIMARY KEY,
             session_id TEXT NOT NULL,
@@ -154,7 +154,7 @@ _STEPS: list[list[str]] = [
         )""",
     ],
     [
-        # Totals carried by the newest row (see _directory_sql): an append leaves the
+        # Totals carried by the newest row (see directory/_sql.py): an append leaves the
         # directory row alone. Older rows hold 0, so only the counts' base moves.
         AddColumn(MESSAGES, "run_bytes",
                   f"ALTER TABLE {MESSAGES} ADD COLUMN run_bytes INTEGER NOT NULL DEFAULT 0"),
