@@ -36,120 +36,6 @@ class AsyncSession(AsyncSessionBase):
     iterators.
     """
 
-    def on_compaction(self, fn: CompactionFunction) -> AsyncSession:
-        """Async twin of :meth:`Session.on_compaction`.
-
-        Register the function :meth:`compact` calls; returns the handle (chainable).
-
-        ``fn`` may be async: it is awaited on the loop that opened the store (a
-        :func:`~convostore.create_compact_function` with an async ``summarize`` is registered
-        through its ``acall``).
-        """
-        self._session.on_compaction(on_loop(fn))
-        return self
-
-    def compact_after(
-        self, threshold: int | None, *, extra_tokens: Callable[[], int] | None = None
-    ) -> AsyncSession:
-        """Async twin of :meth:`Session.compact_after`.
-
-        Compact automatically once the session estimate is strictly above ``threshold`` tokens.
-        """
-        self._session.compact_after(threshold, extra_tokens=extra_tokens)
-        return self
-
-    def on_compaction_error(
-        self, handler: Callable[[BaseException], object] | None
-    ) -> AsyncSession:
-        """Async twin of :meth:`Session.on_compaction_error`.
-
-        Call ``handler(exc)`` when a compaction function raises (errors are never re-raised).
-
-        ``handler`` may be async (awaited on the loop).
-        """
-        self._session.on_compaction_error(handler)
-        return self
-
-    async def append_message(
-        self, message: Message, parent_id: str | None | Unset = UNSET, *, source: Source = "server"
-    ) -> AppendResult:
-        """Async twin of :meth:`Session.append_message`.
-
-        Store a message under ``parent_id``; idempotent on the message id.
-        """
-        return await self._call(self._session.append_message, message, parent_id, source=source)
-
-    async def update_message(
-        self, message: Message, *, source: Source = "server"
-    ) -> Message | None:
-        """Async twin of :meth:`Session.update_message`.
-
-        Replace a stored message's content (never its parent, order or timestamp).
-        """
-        return await self._call(self._session.update_message, message, source=source)
-
-    async def upsert_message(
-        self, message: Message, parent_id: str | None | Unset = UNSET, *, source: Source = "server"
-    ) -> AppendResult:
-        """Async twin of :meth:`Session.upsert_message`.
-
-        Append the message if its id is new, else update it in place (never moving it).
-        """
-        return await self._call(self._session.upsert_message, message, parent_id, source=source)
-
-    async def import_message(
-        self, message: Message, *, parent_id: str | None = None, created_at: int | None = None
-    ) -> AppendResult:
-        """Async twin of :meth:`Session.import_message`.
-
-        Store a historical message verbatim: no sanitising, the given parent and timestamp.
-        """
-        return await self._call(
-            self._session.import_message, message, parent_id=parent_id, created_at=created_at
-        )
-
-    async def append_messages(
-        self,
-        messages: Iterable[Message],
-        parent_id: str | None | Unset = UNSET,
-        *,
-        source: Source = "server",
-    ) -> list[AppendResult]:
-        """Async twin of :meth:`Session.append_messages`.
-
-        Store several messages as one chain, in one transaction (an agent turn at once).
-        """
-        return await self._call(self._session.append_messages, messages, parent_id, source=source)
-
-    async def import_messages(
-        self,
-        messages: Iterable[Message | ImportItem],
-        *,
-        parent_id: str | None = None,
-        created_at: int | None = None,
-    ) -> list[AppendResult]:
-        """Async twin of :meth:`Session.import_messages`.
-
-        Store historical messages verbatim, in order, in one transaction.
-        """
-        return await self._call(
-            self._session.import_messages, messages, parent_id=parent_id, created_at=created_at
-        )
-
-    async def delete_messages(self, ids: Sequence[str]) -> None:
-        """Async twin of :meth:`Session.delete_messages`.
-
-        Delete messages; each surviving child is re-attached to its nearest kept ancestor.
-        """
-        await self._call(self._session.delete_messages, ids)
-
-    async def clear_messages(self) -> None:
-        """Async twin of :meth:`Session.clear_messages`.
-
-        Delete every message, continuation, compaction and reference of this session only.
-        """
-        await self._call(self._session.clear_messages)
-
     async def get_message(self, id: str) -> Message | None:
         """Async twin of :meth:`Session.get_message`.
 
@@ -321,6 +207,128 @@ class AsyncSession(AsyncSessionBase):
         """
         return await self._call(self._session.get_token_estimate)
 
+    async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
+        """Async twin of :meth:`Session.search`.
+
+        Full-text search of this session's text parts; the query is matched as one phrase.
+        """
+        await self._store.build_search_index()
+        return await self._call(self._session.search, query, limit=limit)
+
+    async def append_message(
+        self, message: Message, parent_id: str | None | Unset = UNSET, *, source: Source = "server"
+    ) -> AppendResult:
+        """Async twin of :meth:`Session.append_message`.
+
+        Store a message under ``parent_id``; idempotent on the message id.
+        """
+        return await self._call(self._session.append_message, message, parent_id, source=source)
+
+    async def update_message(
+        self, message: Message, *, source: Source = "server"
+    ) -> Message | None:
+        """Async twin of :meth:`Session.update_message`.
+
+        Replace a stored message's content (never its parent, order or timestamp).
+        """
+        return await self._call(self._session.update_message, message, source=source)
+
+    async def upsert_message(
+        self, message: Message, parent_id: str | None | Unset = UNSET, *, source: Source = "server"
+    ) -> AppendResult:
+        """Async twin of :meth:`Session.upsert_message`.
+
+        Append the message if its id is new, else update it in place (never moving it).
+        """
+        return await self._call(self._session.upsert_message, message, parent_id, source=source)
+
+    async def import_message(
+        self, message: Message, *, parent_id: str | None = None, created_at: int | None = None
+    ) -> AppendResult:
+        """Async twin of :meth:`Session.import_message`.
+
+        Store a historical message verbatim: no sanitising, the given parent and timestamp.
+        """
+        return await self._call(
+            self._session.import_message, message, parent_id=parent_id, created_at=created_at
+        )
+
+    async def append_messages(
+        self,
+        messages: Iterable[Message],
+        parent_id: str | None | Unset = UNSET,
+        *,
+        source: Source = "server",
+    ) -> list[AppendResult]:
+        """Async twin of :meth:`Session.append_messages`.
+
+        Store several messages as one chain, in one transaction (an agent turn at once).
+        """
+        return await self._call(self._session.append_messages, messages, parent_id, source=source)
+
+    async def import_messages(
+        self,
+        messages: Iterable[Message | ImportItem],
+        *,
+        parent_id: str | None = None,
+        created_at: int | None = None,
+    ) -> list[AppendResult]:
+        """Async twin of :meth:`Session.import_messages`.
+
+        Store historical messages verbatim, in order, in one transaction.
+        """
+        return await self._call(
+            self._session.import_messages, messages, parent_id=parent_id, created_at=created_at
+        )
+
+    async def delete_messages(self, ids: Sequence[str]) -> None:
+        """Async twin of :meth:`Session.delete_messages`.
+
+        Delete messages; each surviving child is re-attached to its nearest kept ancestor.
+        """
+        await self._call(self._session.delete_messages, ids)
+
+    async def clear_messages(self) -> None:
+        """Async twin of :meth:`Session.clear_messages`.
+
+        Delete every message, continuation, compaction and reference of this session only.
+        """
+        await self._call(self._session.clear_messages)
+
+    def on_compaction(self, fn: CompactionFunction) -> AsyncSession:
+        """Async twin of :meth:`Session.on_compaction`.
+
+        Register the function :meth:`compact` calls; returns the handle (chainable).
+
+        ``fn`` may be async: it is awaited on the loop that opened the store (a
+        :func:`~convostore.create_compact_function` with an async ``summarize`` is registered
+        through its ``acall``).
+        """
+        self._session.on_compaction(on_loop(fn))
+        return self
+
+    def compact_after(
+        self, threshold: int | None, *, extra_tokens: Callable[[], int] | None = None
+    ) -> AsyncSession:
+        """Async twin of :meth:`Session.compact_after`.
+
+        Compact automatically once the session estimate is strictly above ``threshold`` tokens.
+        """
+        self._session.compact_after(threshold, extra_tokens=extra_tokens)
+        return self
+
+    def on_compaction_error(
+        self, handler: Callable[[BaseException], object] | None
+    ) -> AsyncSession:
+        """Async twin of :meth:`Session.on_compaction_error`.
+
+        Call ``handler(exc)`` when a compaction function raises (errors are never re-raised).
+
+        ``handler`` may be async (awaited on the loop).
+        """
+        self._session.on_compaction_error(handler)
+        return self
+
     async def add_compaction(
         self, summary: str, from_message_id: str, to_message_id: str
     ) -> StoredCompaction:
@@ -349,11 +357,3 @@ class AsyncSession(AsyncSessionBase):
         runs.
         """
         return await self._call(self._session.compact, leaf_id)
-
-    async def search(self, query: str, *, limit: int = 20) -> list[SearchResult]:
-        """Async twin of :meth:`Session.search`.
-
-        Full-text search of this session's text parts; the query is matched as one phrase.
-        """
-        await self._store.build_search_index()
-        return await self._call(self._session.search, query, limit=limit)
