@@ -16,7 +16,7 @@ from ..aio._session import AsyncSession
 from ..context._tools import ToolDefinition
 from ..model import UNSET, Message, SearchResult, StoredCompaction, Unset
 from ._async_base import AsyncManagerBase, AsyncProviderBase
-from ._sync import SessionInfo
+from ._records import SessionInfo
 
 
 class AsyncSessionManager(AsyncManagerBase):

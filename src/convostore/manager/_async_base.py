@@ -8,7 +8,8 @@ worker runs it, and the members that are state rather than calls.
 from __future__ import annotations
 
 from ..aio import AsyncSessions
-from ._sync import HistorySearchProvider, SessionManager
+from ._provider import HistorySearchProvider
+from ._sync import SessionManager
 
 
 class AsyncManagerBase:
