@@ -141,7 +141,7 @@ class Sessions:
     @property
     def core(self) -> StoreCore:
         """What every session of this store shares: backend, change feed, search index,
-        settings (see :class:`convostore._core.StoreCore`).
+        settings (see :class:`convostore.store.StoreCore`).
 
         For convostore's own layers (the session manager, the context package, integrations)
         and for tests that look at storage; applications use the store's methods.

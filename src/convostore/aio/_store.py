@@ -105,7 +105,7 @@ class AsyncSessions(AsyncStoreBase):
         """Async twin of :attr:`Sessions.core`.
 
         What every session of this store shares: backend, change feed, search index,
-        settings (see :class:`convostore._core.StoreCore`).
+        settings (see :class:`convostore.store.StoreCore`).
         """
         return self._sync.core
 
