@@ -160,7 +160,8 @@ MODULES = [
             },
         )],
         imports={"StoreOptions": "convostore._options",
-                 "document_options": "convostore._options"},
+                 "document_options": "convostore._options",
+                 "Opening": "convostore.aio._base"},
     ),
     Module(
         "src/convostore/manager/_async.py",
@@ -230,9 +231,16 @@ def public_members(cls: type) -> list[str]:
     return list(names)
 
 
+def _function(member: Any) -> Callable[..., Any]:
+    """The function behind a class member: a property's getter, a classmethod's function."""
+    fn = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+    assert callable(fn), member
+    return fn
+
+
 def read_method(cls: type, name: str) -> Method:
     member = inspect.getattr_static(cls, name)
-    fn = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+    fn = _function(member)
     source = textwrap.dedent(inspect.getsource(fn))
     node = ast.parse(source).body[0]
     assert isinstance(node, ast.FunctionDef), name
@@ -397,23 +405,22 @@ def method_text(face: Face, m: Method, used: set[str]) -> str:
     if m.summary:
         doc += "\n\n" + m.summary
     returns = m.returns or "None"
-    for note in (face.notes.get(m.name),):
-        if note:
-            doc += "\n\n" + note
+    note = face.notes.get(m.name)
+    if note and m.name not in face.opener:
+        doc += "\n\n" + note
     ind, body_ind = "    ", "        "
     if isinstance(m.member, property):
         lines = [f"{ind}@property", f"{ind}def {m.name}(self) -> {rename(returns)}:",
                  docstring(doc, body_ind), f"{body_ind}return {face.target}.{m.name}"]
         setter = m.member.fset
-        if setter is not None:
-            value = read_method(face.sync, m.name)  # the getter; the setter's own text:
+        if setter is not None:  # the setter's parameter as the sync source writes it
             source = textwrap.dedent(inspect.getsource(setter))
             node = ast.parse(source).body[0]
             assert isinstance(node, ast.FunctionDef)
             arg = node.args.args[1]
-            ann = ast.get_source_segment(source, arg.annotation) if arg.annotation else "Any"
+            ann = ast.get_source_segment(source, arg.annotation) if arg.annotation else None
+            ann = ann or "Any"
             used.update(names_in(ann))
-            del value
             lines += ["", f"{ind}@{m.name}.setter",
                       f"{ind}def {m.name}(self, {arg.arg}: {ann}) -> None:",
                       f"{body_ind}{face.target}.{m.name} = {arg.arg}"]
@@ -495,19 +502,17 @@ def render(module: Module) -> str:
     for face in module.faces:
         bindings: dict[str, tuple[str, str]] = {}
         for klass in reversed(face.sync.__mro__[:-1]):
-            for name in vars(klass):
-                fn = getattr(vars(klass)[name], "__func__", vars(klass)[name])
-                if isinstance(fn, property):
-                    fn = fn.fget
-                if callable(fn) and getattr(fn, "__module__", None):
-                    bindings.update(module_bindings(fn.__module__))
+            for value in vars(klass).values():
+                fn = value.fget if isinstance(value, property) else getattr(
+                    value, "__func__", value)
+                where = getattr(fn, "__module__", None) or ""
+                if inspect.isfunction(fn) and where.startswith("convostore"):
+                    bindings.update(module_bindings(where))  # the names its annotations use
         for name in sorted(used - defined - sources.keys()):
             if name in module.imports:
                 sources[name] = module.imports[name]
             elif name in {new for new, _ in RENAMES.values()}:
                 sources[name] = next(m for new, m in RENAMES.values() if new == name)
-            elif name == "Opening":
-                sources[name] = "convostore.aio._base"
             elif name in bindings:
                 origin, original = bindings[name]
                 if origin == "" or original == name:
