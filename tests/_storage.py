@@ -148,7 +148,7 @@ def cells_holding(store: Sessions, values: Sequence[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     marks = ",".join("?" * len(values))
     with reading(store) as ops:
-        if "_pg_" in type(backend(store)).__module__:
+        if ".postgres." in type(backend(store)).__module__:
             cols = [
                 (r[0], r[1])
                 for r in execute(
@@ -178,7 +178,7 @@ def query_plan(store: Sessions, sql: str, params: Sequence[Any] = ()) -> str:
     EXPLAIN), to see which index serves a query."""
     with reading(store) as ops:
         module = type(backend(store)).__module__
-        prefix = "EXPLAIN " if "_pg_" in module else "EXPLAIN QUERY PLAN "
+        prefix = "EXPLAIN " if ".postgres." in module else "EXPLAIN QUERY PLAN "
         rows = execute(ops, prefix + sql, params).fetchall()
     return "\n".join(" ".join(str(v) for v in r) for r in rows)
 
@@ -188,7 +188,7 @@ def query_plan(store: Sessions, sql: str, params: Sequence[Any] = ()) -> str:
 
 def orphan_index_entries(store: Sessions) -> int:
     """Entries of the search index whose message row is gone (the index must have none)."""
-    pg = "_pg_" in type(backend(store)).__module__
+    pg = ".postgres." in type(backend(store)).__module__
     sql = (
         "SELECT count(*) FROM convostore_fts f WHERE NOT EXISTS (SELECT 1 FROM "
         "convostore_messages m WHERE m.session_id = f.session_id AND m.id = f.id)"
@@ -204,7 +204,7 @@ def orphan_index_entries(store: Sessions) -> int:
 def install_v6_search_index(store: Sessions, words: str) -> None:
     """Replace the store's search index by one of schema version 6 (a copy of the text beside
     the index), holding ``words`` for every message, and mark the database version 6."""
-    pg = "_pg_" in type(backend(store)).__module__
+    pg = ".postgres." in type(backend(store)).__module__
     with writing(store, None) as ops:
         execute(ops, "DROP TABLE IF EXISTS convostore_fts")
         if pg:
