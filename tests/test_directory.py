@@ -138,7 +138,7 @@ def test_appends_in_a_burst_keep_the_directory_row_in_step(
 ) -> None:
     # An append leaves the directory row alone only when that changes nothing: updated_at
     # moves once a second, and a chosen leaf or a ttl is handled by the very next append.
-    import convostore.session as session_module
+    import convostore.session._writes as session_module  # where append_message reads the clock
 
     clock = [T_OLD]
     monkeypatch.setattr(session_module, "now_ms", lambda: clock[0])

@@ -120,6 +120,19 @@ def test_other_options_other_store(tmp_path: Path) -> None:
         obj.close()
 
 
+def test_an_option_open_does_not_take_is_refused_before_anything_opens(tmp_path: Path) -> None:
+    from convostore.integrations import _shared
+
+    path = tmp_path / "bad.db"
+    obj = ConvostoreSession("a", str(path), page_size=4096)
+    before = _shared.open_count()
+    with pytest.raises(TypeError, match="page_size"):
+        asyncio.run(read(obj))
+    assert _shared.open_count() == before
+    assert not path.exists()
+    obj.close()
+
+
 def test_a_store_given_as_an_object_is_never_closed(tmp_path: Path) -> None:
     with Sessions.open(tmp_path / "given.db") as store:
         for make in KINDS.values():

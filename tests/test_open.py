@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import pickle
 import sqlite3
 from pathlib import Path
@@ -12,6 +14,7 @@ from _storage import execute, fetch_one, reading, writing
 
 import convostore
 from convostore import (
+    AsyncSessions,
     BackendError,
     ConvostoreError,
     InvalidMessage,
@@ -25,6 +28,7 @@ from convostore.backends.sqlite._engine import (
     WAL_AUTOCHECKPOINT_PAGES,
     WAL_AUTOCHECKPOINT_PAGES_FULL,
 )
+from convostore.store import StoreOptions
 
 
 def test_public_names_are_listed_once_and_documented() -> None:
@@ -39,6 +43,26 @@ def test_public_names_are_listed_once_and_documented() -> None:
             assert obj.__doc__, f"{name} has no docstring"
         if isinstance(obj, type):
             assert obj.__module__ == "convostore"
+
+
+def test_open_takes_exactly_the_declared_options() -> None:
+    """The options are declared once (StoreOptions): both opens take exactly them, in order,
+    with their types and defaults, and document each with its declared text."""
+    fields = dataclasses.fields(StoreOptions)
+    assert [f.name for f in fields][:2] == ["reserved_metadata_keys", "durability"]
+    for opener in (Sessions.open, AsyncSessions.open):
+        params = list(inspect.signature(opener).parameters.values())
+        assert params[0].name == "url"
+        assert [(p.name, p.default, p.annotation, p.kind) for p in params[1:]] == [
+            (f.name, f.default, f.type, inspect.Parameter.KEYWORD_ONLY) for f in fields
+        ]
+        doc = inspect.getdoc(opener) or ""
+        for f in fields:
+            assert f":param {f.name}: {f.metadata['doc']}" in doc, f.name
+    options = StoreOptions(schema="s", search_tool_output=True)
+    assert options.engine_options()["schema"] == "s"
+    assert options.store_options()["search_tool_output"] is True
+    assert set(options.engine_options()).isdisjoint(options.store_options())
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .aio import AsyncSession, AsyncSessions
 from .compaction import COMPACTION_PREFIX, create_compact_function, is_compaction_message
+from .directory._life import Duration, Moment
 from .directory._records import (
     MessageRecord,
     PruneResult,
@@ -75,6 +76,7 @@ __all__ = [
     "ConvostoreError",
     "CursorExpired",
     "DumpTooNew",
+    "Duration",
     "ImportItem",
     "InvalidArgument",
     "InvalidArgumentType",
@@ -84,6 +86,7 @@ __all__ = [
     "Message",
     "MessageRecord",
     "MissingDependency",
+    "Moment",
     "NoCompactionFunction",
     "PruneResult",
     "RecentHistory",

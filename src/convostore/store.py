@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from ._core import Listener, StoreCore, reserved_keys
+from ._options import StoreOptions, document_options
 from .backends._engines import open_backend
 from .backends.base import Backend
 from .directory import _life
@@ -25,6 +26,8 @@ from .limits import check_id
 from .model import Change, SearchResult, SessionSummary, StorageStats
 from .session import Session
 from .tokens import TokenCounter
+
+__all__ = ["Listener", "Sessions", "StoreCore", "StoreOptions"]
 
 
 class Sessions:
@@ -54,6 +57,7 @@ class Sessions:
         lift(self._core, self.session)  # tables of the reference system: one catalog query
 
     @classmethod
+    @document_options
     def open(
         cls,
         url: str | os.PathLike[str] | None = None,
@@ -75,44 +79,17 @@ class Sessions:
 
         :param url: a file path, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
             ``:memory:``, or ``postgresql://user@host/db`` (needs ``convostore[postgres]``).
-        :param reserved_metadata_keys: metadata keys stripped from ``source="client"`` writes.
-        :param durability: SQLite only: ``"normal"`` (WAL, synchronous=NORMAL; safe against a
-            crash of the process) or ``"full"`` (fsync at every commit).
-        :param busy_timeout: seconds a writer waits for another writer's lock.
-        :param token_counter: a function counting the tokens of a string (e.g. tiktoken), used
-            instead of the heuristic for row estimates and summaries.
-        :param pool: PostgreSQL only: an open ``psycopg_pool.ConnectionPool`` to use instead of
-            a URL (the store does not close it).
-        :param pool_size: PostgreSQL only: most connections of the pool the store creates.
-        :param schema: PostgreSQL only: the schema holding the tables (created if missing).
-        :param change_log_size: how many of the newest changes the durable change log keeps
-            (:meth:`changes`, :meth:`watch`); older ones are trimmed in the background. None
-            keeps every change.
-        :param listen_url: PostgreSQL only: a direct URL to the server for the connection that
-            ``LISTEN`` for watchers, when the store's URL goes through a transaction-mode
-            pooler (which cannot carry ``LISTEN``). Default: the store's URL.
-        :param partitions: PostgreSQL only: create the session-keyed tables hash-partitioned by
-            session id into this many partitions (2 to 1024), when the schema is created; a
-            store created without partitions cannot be opened with them (nor the other way
-            round, nor with another count). See ``docs/scaling.md``.
-        :param transaction_pooler: PostgreSQL only: the URL reaches the server through a
-            transaction-mode pooler such as PgBouncer: no prepared statements, no session state
-            (the schema is set inside every transaction, never on the connection). A pooler
-            cannot be told from a server reliably, so say it; see ``docs/scaling.md``.
-        :param search_tool_output: also index the text of tool results (a tool part's
-            ``output``, or ``errorText``), so a search finds what tools returned. Off by
-            default: it grows the index, by about the size of the tool outputs' text. It is
-            recorded when the search index is created, and the index keeps it: a store opened
-            with the other value follows the index's (with a warning).
+
+        The other options are the fields of :class:`~convostore.store.StoreOptions` (the
+        signature is checked against them), documented there and below.
         """
-        log_size = check_log_size(change_log_size)
-        backend = open_backend(url, pool=pool, pool_size=pool_size, schema=schema,
-                               durability=durability, busy_timeout=busy_timeout,
-                               listen_url=listen_url, partitions=partitions,
-                               transaction_pooler=transaction_pooler)
-        return cls(backend, reserved_metadata_keys=reserved_metadata_keys,
-                   token_counter=token_counter, change_log_size=log_size,
-                   search_tool_output=search_tool_output)
+        return open_store(url, StoreOptions(
+            reserved_metadata_keys=reserved_metadata_keys, durability=durability,
+            busy_timeout=busy_timeout, token_counter=token_counter, pool=pool,
+            pool_size=pool_size, schema=schema, change_log_size=change_log_size,
+            listen_url=listen_url, partitions=partitions, transaction_pooler=transaction_pooler,
+            search_tool_output=search_tool_output,
+        ), cls)
 
     def __repr__(self) -> str:
         return self._core.describe()
@@ -164,7 +141,7 @@ class Sessions:
     @property
     def core(self) -> StoreCore:
         """What every session of this store shares: backend, change feed, search index,
-        settings (see :class:`convostore._core.StoreCore`).
+        settings (see :class:`convostore.store.StoreCore`).
 
         For convostore's own layers (the session manager, the context package, integrations)
         and for tests that look at storage; applications use the store's methods.
@@ -377,3 +354,13 @@ class Sessions:
         """
         return _life.prune(self._core, older_than=older_than, owner=owner, expired=expired,
                                 dry_run=dry_run, batch_size=batch_size, limit=limit)
+
+
+def open_store(
+    url: str | os.PathLike[str] | None, options: StoreOptions, cls: type[Sessions] = Sessions
+) -> Sessions:
+    """Open a store of class ``cls`` from ``url`` and ``options`` (what :meth:`Sessions.open`
+    does; the async face and the integrations' shared stores call it with their options)."""
+    log_size = check_log_size(options.change_log_size)  # refused before anything opens
+    backend = open_backend(url, **options.engine_options())
+    return cls(backend, **{**options.store_options(), "change_log_size": log_size})

@@ -21,7 +21,7 @@ from ..integrations._checkpoint_sql import CheckpointSql
 from ..legacy._sql import LegacySql
 from ..manager._sql import RegistryOps
 from ..messages._append_sql import AppendOps
-from ..messages._attachments_sql import AttachmentOps
+from ..attachments._sql import AttachmentOps
 from ..messages._window_sql import _CONTENT, WindowOps
 from ..search._sql import SearchOps
 from ._schema import (

@@ -48,9 +48,11 @@ _RECORD_BATCHES = (1, 5, 15, 45, 50)
 """Messages whose row facts one query reads: growing, so taking k records reads little more."""
 
 Moment = datetime | int | float
-"""A point in time: an aware ``datetime`` (a naive one is read as UTC) or epoch milliseconds."""
+"""A point in time: an aware ``datetime`` (a naive one is read as UTC) or epoch milliseconds.
+Public as ``convostore.Moment`` (``Session.update_info``, ``Sessions.list_conversations``)."""
 Duration = timedelta | int | float
-"""A length of time: a ``timedelta`` or seconds."""
+"""A length of time: a ``timedelta`` or seconds. Public as ``convostore.Duration``
+(``Session.update_info``, ``Sessions.prune``)."""
 
 
 # --- conversions -------------------------------------------------------------------------------

@@ -26,8 +26,9 @@ import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from .._options import StoreOptions
 from ..backends._engines import local_file, parse_url
-from ..store import Sessions
+from ..store import Sessions, open_store
 
 Key = tuple[Hashable, ...]
 """What identifies a shared store: engine, target, options."""
@@ -82,8 +83,13 @@ class Lease:
 
 
 def acquire(url: str | os.PathLike[str], options: Mapping[str, Any]) -> Lease:
-    """A lease on the store for ``url`` and ``options`` (as :meth:`Sessions.open` takes them),
-    opened here if no lease holds it. Blocking: call it off the event loop."""
+    """A lease on the store for ``url`` and ``options`` (as :meth:`Sessions.open` takes them:
+    the fields of :class:`~convostore.store.StoreOptions`), opened here if no lease holds it.
+    Blocking: call it off the event loop.
+
+    :raises TypeError: an option that is not one of them (before anything opens).
+    """
+    settings = StoreOptions(**options)
     key = store_key(url, options)
     while True:
         with _lock:
@@ -98,7 +104,7 @@ def acquire(url: str | os.PathLike[str], options: Mapping[str, Any]) -> Lease:
                 break
         pending.wait()
     try:
-        store = Sessions.open(url, **options)
+        store = open_store(url, settings)
     except BaseException:
         with _lock:
             del _busy[key]

@@ -1,4 +1,4 @@
-"""A directory of conversations: names, lineage, usage, cross-session search (behaviour.md §10.6).
+"""A directory of conversations: names, lineage, usage, cross-session search.
 
 A :class:`SessionManager` keeps one registry row per managed session (table
 ``convostore_registry``, created by the manager's first write; a plain store never creates it)
@@ -43,15 +43,9 @@ The model-facing side: :meth:`SessionManager.tools` defines ``session_search`` a
 from __future__ import annotations
 
 from ._async import AsyncHistorySearchProvider, AsyncSessionManager
-from ._sync import (
-    CONTINUATION_PREFIX,
-    SESSION_SEARCH,
-    HistorySearchProvider,
-    SessionInfo,
-    SessionManager,
-    UnknownMessage,
-    UnknownSession,
-)
+from ._provider import HistorySearchProvider
+from ._records import SessionInfo, UnknownMessage, UnknownSession
+from ._sync import CONTINUATION_PREFIX, SESSION_SEARCH, SessionManager
 
 __all__ = [
     "CONTINUATION_PREFIX",

@@ -1,8 +1,9 @@
 """The session manager's sync side: registry rows, their errors, :class:`SessionManager`.
 
 Everything here is published by :mod:`convostore.manager`, whose docstring is the user's guide
-and states the rules every method follows. The async twins live in ``_manager_async.py`` and
-only drive the methods defined here.
+and states the rules every method follows; its rows and errors are in ``_records.py``, its
+search provider in ``_provider.py``. The async twins (``_async.py``, generated) only drive the
+methods defined here.
 """
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from ..backends._lazy_table import LazyTable
 from ..backends.base import Ops
 from ..context._execute import parse_arguments
 from ..context._tools import ToolDefinition
-from ..errors import ConvostoreError, InvalidArgument, InvalidArgumentType
+from ..errors import InvalidArgument, InvalidArgumentType
 from ..limits import MAX_COUNT, check_count, check_id, check_ids, check_text, search_query
 from ..messages._writes import now_ms
 from ..model import UNSET, Message, SearchResult, StoredCompaction, Unset
 from ..session import Session
 from ..store import Sessions
+from ._provider import HistorySearchProvider
+from ._records import SessionInfo, UnknownMessage, UnknownSession, info_of
 
 logger = logging.getLogger("convostore")
 
@@ -35,58 +36,6 @@ CONTINUATION_PREFIX = "[Context from previous session]\n\n"
 _TOOL_LIMIT = 10  # hits the tool and the search provider show, as the reference
 _SEARCH_GROWTH = 4
 
-
-class UnknownSession(ConvostoreError, KeyError):
-    """A session id has no row in the manager's registry (nothing was written)."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(session_id)
-        self.session_id = session_id
-
-    def __str__(self) -> str:
-        return f"no session {self.session_id!r} in the registry"
-
-
-class UnknownMessage(ConvostoreError, KeyError):
-    """A message id named by :meth:`SessionManager.fork` is not in the session."""
-
-    def __init__(self, session_id: str, message_id: str) -> None:
-        super().__init__(session_id, message_id)
-        self.session_id = session_id
-        self.message_id = message_id
-
-    def __str__(self) -> str:
-        return f"no message {self.message_id!r} in session {self.session_id!r}"
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    """One registry row: a managed session's name, lineage, usage and times (a
-    :class:`~convostore.SessionSummary` is what the store knows from messages alone)."""
-
-    id: str
-    name: str
-    parent_session_id: str | None
-    """The session it was forked or split from, if any."""
-    model: str | None
-    source: str | None
-    input_tokens: int
-    output_tokens: int
-    estimated_cost: float
-    end_reason: str | None
-    """``"compaction"`` once :meth:`SessionManager.compact_and_split` continued it elsewhere."""
-    created_at: int
-    """Epoch milliseconds."""
-    updated_at: int
-    """Epoch milliseconds of the last registry write or message write through the manager."""
-
-
-def _info(row: Sequence[Any]) -> SessionInfo:
-    return SessionInfo(
-        id=row[0], name=row[1], parent_session_id=row[2], model=row[3], source=row[4],
-        input_tokens=int(row[5]), output_tokens=int(row[6]), estimated_cost=float(row[7]),
-        end_reason=row[8], created_at=int(row[9]), updated_at=int(row[10]),
-    )
 
 
 class SessionManager:
@@ -193,7 +142,7 @@ class SessionManager:
         check_id("session_id", session_id)
         with self._store.core.backend.read() as ops:
             row = ops.registry_get(session_id) if self._exists(ops) else None
-        return None if row is None else _info(row)
+        return None if row is None else info_of(row)
 
     def list(
         self, *, limit: int | None = None, before: str | None = None
@@ -222,10 +171,10 @@ class SessionManager:
                 row = ops.registry_get(before)
                 if row is None:
                     raise UnknownSession(before)
-                found = _info(row)
+                found = info_of(row)
                 after = (found.updated_at, found.id)
             rows = ops.registry_page(limit, after)
-        return [_info(r) for r in rows]
+        return [info_of(r) for r in rows]
 
     def rename(self, session_id: str, name: str) -> None:
         """Set a session's name (and ``updated_at``)."""
@@ -385,7 +334,7 @@ class SessionManager:
             row = ops.registry_get(session_id)
             if row is None:
                 return False
-            found.append(_info(row))
+            found.append(info_of(row))
             return ops.registry_end(session_id, "compaction", now)
 
         self._update(session_id, end)
@@ -495,29 +444,3 @@ class SessionManager:
         :param label: the block's label (kept as the provider's ``label``).
         """
         return HistorySearchProvider(self, label)
-
-
-class HistorySearchProvider:
-    """A read-only searchable block over a :class:`SessionManager`'s sessions.
-
-    ``get()`` is ``"<n> session(s) available for search."`` (None when there are none);
-    ``search(query)`` is what ``session_search`` answers, or None when nothing matches.
-    """
-
-    def __init__(self, manager: SessionManager, label: str) -> None:
-        if not isinstance(label, str) or not label:
-            raise TypeError(f"label must be a non-empty string, not {label!r}")
-        self._manager = manager
-        self.label = label
-        """The label of the block this provider is meant for."""
-
-    def __repr__(self) -> str:
-        return f"<HistorySearchProvider label={self.label!r}>"
-
-    def get(self) -> str | None:
-        """How many sessions can be searched."""
-        return self._manager._history_summary()
-
-    def search(self, query: str) -> str | None:
-        """The best 10 hits across the managed sessions, or None."""
-        return self._manager._search_text(query)

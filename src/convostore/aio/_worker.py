@@ -20,7 +20,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
-from .errors import StoreClosed
+from ..errors import StoreClosed
 
 T = TypeVar("T")
 
