@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
+from ..attachments._sql import AttachmentOps
 from ..directory._prune_sql import PruneOps
 from ..directory._sql import DirectoryOps
 from ..dump._sql import DumpOps
@@ -21,7 +22,6 @@ from ..integrations._checkpoint_sql import CheckpointSql
 from ..legacy._sql import LegacySql
 from ..manager._sql import RegistryOps
 from ..messages._append_sql import AppendOps
-from ..attachments._sql import AttachmentOps
 from ..messages._window_sql import _CONTENT, WindowOps
 from ..search._sql import SearchOps
 from ._schema import (
