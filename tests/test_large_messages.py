@@ -1,4 +1,4 @@
-"""Large messages: continuation rows on code-point boundaries (behaviour.md §3, §11.1)."""
+"""Large messages: continuation rows on code-point boundaries."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Lifting databases written by the reference system (behaviour.md §1.2, §1.3; cases §11.3, §11.6).
+"""Lifting databases written by the reference system.
 
-The fixtures create the legacy tables exactly as behaviour.md §1.4 (and §1.3 for the chat table)
-gives them, in the database the test's store then opens: the SQLite file, or the test's own
+The fixtures create the legacy tables exactly as the reference system wrote them (its chat
+table too), in the database the test's store then opens: the SQLite file, or the test's own
 PostgreSQL schema. Which tests run is decided by capability; the DDL each writes is picked by
 the database's SQL dialect (``spec.dialect``: ``sqlite`` or ``postgresql``), since these tables
 must be the reference system's own, column types and all, in each dialect.

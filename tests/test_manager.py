@@ -1,4 +1,4 @@
-"""The session manager (behaviour.md §10.6, §8.2; the SessionManager cases of §11.7).
+"""The session manager.
 
 Every test that touches a store runs on every backend and through both APIs: the ``manager``
 fixture is a :class:`SessionManager` over the sync store, or an :class:`AsyncSessionManager`

@@ -1,4 +1,4 @@
-"""Parity of the two faces (STYLE.md §1): AsyncSessions/AsyncSession mirror Sessions/Session.
+"""Parity of the two faces: AsyncSessions/AsyncSession mirror Sessions/Session.
 
 Our ``--check``: every public method and attribute of the sync classes exists on the async twin,
 with ``inspect.signature(...).parameters`` equal, as a coroutine (or an async iterator for the

@@ -1,4 +1,4 @@
-"""Reads: streamed, newest-first, batched and budgeted history; overlays (behaviour.md §5, §6.1)."""
+"""Reads: streamed, newest-first, batched and budgeted history; overlays."""
 
 from __future__ import annotations
 

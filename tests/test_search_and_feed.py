@@ -1,4 +1,4 @@
-"""Full-text search and the change feed (behaviour.md §8.1, §9.1, §11.1)."""
+"""Full-text search and the change feed."""
 
 from __future__ import annotations
 

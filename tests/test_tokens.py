@@ -1,4 +1,4 @@
-"""Token estimates (behaviour.md §7): strings, values, messages, attachments and row stamps."""
+"""Token estimates: strings, values, messages, attachments and row stamps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The write path: append, update, upsert, delete, clear, import (behaviour.md §2, §11.1)."""
+"""The write path: append, update, upsert, delete, clear, import."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A real tokenizer is slow to load and large in memory, so by default convostore e
 costs the larger of one token per four UTF-16 code units and 1.3 tokens per whitespace-separated
 word, a message costs four tokens of framing plus its parts, and an inline attachment costs a flat
 1,600 tokens for an image or one token per four bytes (at most 20,000) for anything else. The
-formulas are those of the reference (behaviour.md §7), so stamped estimates mean the same thing
+formulas are those of the reference, so stamped estimates mean the same thing
 whichever implementation wrote them.
 
 Every function that counts strings takes an optional :data:`TokenCounter`, a plain ``str -> int``

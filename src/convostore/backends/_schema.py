@@ -57,7 +57,7 @@ checkpoints share the version; a large value lives in the attachment tables by h
 LG_WRITES = "convostore_lg_writes"
 """LangGraph pending writes, keyed by checkpoint, task and index."""
 FTS = "convostore_fts"
-"""The full-text index, created by the first search (behaviour.md §8.1: not on append); each
+"""The full-text index, created by the first search (not on append); each
 engine builds it its own way."""
 
 # -- the session manager's columns of the directory, and the lift of its old table ---------

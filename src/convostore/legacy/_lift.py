@@ -1,4 +1,4 @@
-"""Lifting databases written by the reference system, once per open (behaviour.md §1.2, §1.3).
+"""Lifting databases written by the reference system, once per open.
 
 :func:`lift` runs when a store opens. One catalog query decides whether there is anything to do;
 on a database without legacy tables that is all it costs.

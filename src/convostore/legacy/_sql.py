@@ -8,7 +8,7 @@ instance as ``ops.legacy`` (PostgreSQL's, :class:`PostgresLegacySql`, is here, b
 statements, since it imports no driver); which tables exist is a catalog question of the operations
 themselves (``ops.existing_tables``).
 
-Legacy tables (behaviour.md §1.3, §1.4):
+Legacy tables:
 
 - ``assistant_messages`` (id, session_id, parent_id, role, content, created_at) and
   ``assistant_compactions`` (id, session_id, summary, from_message_id, to_message_id,

@@ -1,4 +1,4 @@
-"""Overlay planning (behaviour.md §6.1): which compaction records apply to a path, and where.
+"""Overlay planning: which compaction records apply to a path, and where.
 
 A path is given as its strictly increasing seqs; records name messages by id, so the caller maps
 each record's ids to seqs first (records are few, paths may be long).

@@ -33,7 +33,7 @@ statement's snapshot, not through ``to_regclass``: inside a transaction the conn
 caches may predate a table created or dropped by a commit made while this writer waited for its
 lock."""
 
-# The search table, created by the first search (behaviour.md §8.1: not on append). The tsvector
+# The search table, created by the first search (not on append). The tsvector
 # is computed by the INSERT from a bounded source text (see index_source): a text whose tsvector
 # would exceed PostgreSQL's 1 MB limit must not fail the whole write.
 #
