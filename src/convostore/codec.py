@@ -66,7 +66,7 @@ def validate_message(message: object) -> Message:
     msg: Message = message if isinstance(message, dict) else dict(message)
     if "id" not in msg or msg["id"] is None:
         msg = {"id": new_message_id(), **{k: v for k, v in msg.items() if k != "id"}}
-    check_message_keys(msg["id"], msg.get("role"))  # id limits, role text (see _limits)
+    check_message_keys(msg["id"], msg.get("role"))  # id limits, role text (see limits.py)
     if "parts" not in msg:
         raise InvalidMessageType("parts", "missing; expected a list")
     if not isinstance(msg["parts"], list):

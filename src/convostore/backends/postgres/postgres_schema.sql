@@ -23,8 +23,8 @@
 -- - Created on a database that already holds messages, the search table starts empty and those
 --   messages are not searchable until rewritten; leave the full-text section out in that case, and
 --   let the first search (by a role that may create tables) build and fill it.
--- - Keep this file in step with MIGRATIONS in postgres.py (with DIRECTORY_* of _directory_sql.py
---   and REGISTRY_LIFT of _registry.py) and _FTS_* in _pg_search.py (tests/test_postgres.py
+-- - Keep this file in step with MIGRATIONS in postgres/__init__.py (with DIRECTORY_* of directory/_sql.py
+--   and REGISTRY_LIFT of backends/_schema.py) and _FTS_* in postgres/_search.py (tests/test_postgres.py
 --   compares what each builds).
 
 BEGIN;
@@ -271,7 +271,7 @@ END
 $$;
 
 -- The key and tsvector of each indexed message (computed by convostore from a bounded form of
--- its indexed text, under the 1 MB tsvector limit; see index_source in _pg_search.py). No copy
+-- its indexed text, under the 1 MB tsvector limit; see index_source in postgres/_search.py). No copy
 -- of the text: a hit's text is read from its message row.
 CREATE TABLE IF NOT EXISTS convostore_fts (
     session_id TEXT COLLATE "C" NOT NULL,
