@@ -18,8 +18,12 @@ unreadable message, a compaction whose messages are gone. Run on a damaged store
 tool for "is my data sound after this incident"; on a store written only by convostore, it
 finds nothing. ``convostore check DB [--repair] [--json]`` runs it from the command line.
 
-A check reads a session at a time: writers may go on meanwhile, and a problem found in a session
-being written is reported as the check saw it; run it again to confirm.
+A check reads a session at a time, each statement one snapshot: writers may go on meanwhile.
+The repairs are planned from what the reads saw and run after them, each fix re-checking only
+what the store's own operations check (a payload is collected only if nothing refers to it
+then): run ``repair=True`` on a store nobody is writing, as after an incident. The report
+holds one :class:`Problem` per finding (a count for the search index's), so its size follows
+the damage, not the store.
 """
 
 from __future__ import annotations
