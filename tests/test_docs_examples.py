@@ -128,6 +128,7 @@ PUBLIC_MODULES = {
     "convostore.tokens": "tokens.md",
     "convostore.compaction": "compaction.md",
     "convostore.dump": "dump.md",
+    "convostore.check": "check.md",
     "convostore.manager": "manager.md",
     "convostore.context": "context.md",
     "convostore.formats": "formats.md",

@@ -33,6 +33,7 @@ PUBLIC_MODULES = [
     "convostore.tokens",
     "convostore.limits",
     "convostore.compaction",
+    "convostore.check",
     "convostore.dump",
     "convostore.manager",
     "convostore.context",

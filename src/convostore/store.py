@@ -15,6 +15,7 @@ from ._core import Listener, StoreCore, reserved_keys
 from ._options import StoreOptions, document_options
 from .backends._engines import open_backend
 from .backends.base import Backend
+from .check import CheckReport, run_check
 from .directory import _life
 from .directory._life import Duration, Moment
 from .directory._records import PruneResult, SessionPage
@@ -269,6 +270,27 @@ class Sessions:
         """Counts and sizes of everything stored: messages, continuations, compactions, payloads."""
         with self._core.backend.read() as ops:
             return StorageStats(**ops.stats())
+
+    def check(
+        self, *, repair: bool = False, progress: Callable[[int, int], object] | None = None
+    ) -> CheckReport:
+        """Check every invariant of the stored data and report, by session, each one broken:
+        a parent that does not exist, a loop of parents, continuation rows missing or out of
+        order, a payload missing or referred to by nothing, references that disagree with the
+        messages, a compaction whose ends left the tree, a directory row whose counts
+        disagree, a search index out of step, a change log with a gap.
+
+        Reads the whole store in bounded windows, a session at a time (writers go on
+        meanwhile). See :mod:`convostore.check` for the kinds of problem.
+
+        :param repair: then fix what can be fixed without losing a message (recount the
+            directory, re-index, collect what nothing refers to, cut broken parent links);
+            the report marks each problem fixed (:attr:`Problem.repaired`).
+        :param progress: called as ``progress(done, total)`` after each session.
+        :returns: a :class:`~convostore.check.CheckReport`; ``report.ok`` is True when the
+            store is sound (nothing found, or everything found repaired).
+        """
+        return run_check(self._core, repair=repair, progress=progress)
 
     def list_sessions(self) -> list[SessionSummary]:
         """Every session that holds messages, by id, with its message count, size and last

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from .._core import Listener, StoreCore
 from .._options import StoreOptions, document_options
+from ..check import CheckReport
 from ..directory import _life
 from ..directory._life import Duration, Moment
 from ..directory._records import PruneResult, SessionPage
@@ -152,6 +153,19 @@ class AsyncSessions(AsyncStoreBase):
         Counts and sizes of everything stored: messages, continuations, compactions, payloads.
         """
         return await self._call(self._sync.storage_stats)
+
+    async def check(
+        self, *, repair: bool = False, progress: Callable[[int, int], object] | None = None
+    ) -> CheckReport:
+        """Async twin of :meth:`Sessions.check`.
+
+        Check every invariant of the stored data and report, by session, each one broken:
+        a parent that does not exist, a loop of parents, continuation rows missing or out of
+        order, a payload missing or referred to by nothing, references that disagree with the
+        messages, a compaction whose ends left the tree, a directory row whose counts
+        disagree, a search index out of step, a change log with a gap.
+        """
+        return await self._call(self._sync.check, repair=repair, progress=progress)
 
     async def list_sessions(self) -> list[SessionSummary]:
         """Async twin of :meth:`Sessions.list_sessions`.

@@ -23,7 +23,7 @@ from typing import Any
 from .. import __version__
 from ..errors import ConvostoreError
 from ..limits import MAX_TIMESTAMP_MS
-from . import _data, _serve
+from . import _check, _data, _serve
 from ._base import PROG as PROG
 from ._base import CliError as _CliError
 from ._base import open_store as _open
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     leaf.add_argument("--leaf", metavar="ID",
                       help="read the branch ending at this message (default: the active leaf)")
 
-    def command(name: str, run: Callable[[argparse.Namespace, _Output], None], summary: str,
+    def command(name: str, run: Callable[[argparse.Namespace, _Output], int | None], summary: str,
                 description: str, parents: list[argparse.ArgumentParser],
                 epilog: str | None = None) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=description, epilog=epilog,
@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                 help="print one JSON object: the figures by name (sessions, messages, ...)")
     add_retention(command, db, _open)  # rm, prune: _life.py
     _data.register(command, db)  # dump, restore, migrate: _data.py
+    _check.register(command, db)  # check: _check.py
     _serve.add_arguments(command(
         "serve", lambda args, out: _serve.run(args, out, _open), _serve.SERVE_SUMMARY,
         _serve.SERVE_DESCRIPTION, [db]))
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     _utf8(sys.stdout)
     _utf8(sys.stdin)
     try:
-        args.run(args, _Output(sys.stdout))
+        code = args.run(args, _Output(sys.stdout))  # None, or a command's own exit status
         sys.stdout.flush()
     except (ConvostoreError, _CliError, ValueError, OverflowError) as exc:
         # ValueError and the others: bad input that reached the library or the driver (a
@@ -193,4 +194,4 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
