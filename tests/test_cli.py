@@ -840,7 +840,8 @@ def test_cli_reference_is_current_and_complete() -> None:
     assert docs == gen.render(), "docs/cli.md is stale: run python tools/gen_cli_docs.py"
     commands = gen.commands(build_parser())
     assert list(commands) == ["demo", "ls", "show", "search", "export", "import", "index",
-                             "stats", "rm", "prune", "dump", "restore", "migrate", "serve"]
+                             "stats", "rm", "prune", "dump", "restore", "migrate", "serve",
+                             "mcp"]
     for name, parser in commands.items():
         assert f"## `convostore {name}`" in docs
         assert parser.description, f"{name} has no description"

@@ -32,7 +32,7 @@ from ..limits import MAX_TIMESTAMP_MS
 from ..model import Message, SearchResult
 from ..session import Session
 from ..store import Sessions
-from . import _data, _json, _serve
+from . import _data, _json, _mcp, _serve
 from ._base import CliError as _CliError
 from ._base import arg as _arg
 from ._base import check_leaf as _check_leaf
@@ -466,6 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve.add_arguments(command(
         "serve", lambda args, out: _serve.run(args, out, _open), _serve.SERVE_SUMMARY,
         _serve.SERVE_DESCRIPTION, [db]))
+    _mcp.register(command, db, _open)  # mcp: _mcp.py
     return parser
 
 
