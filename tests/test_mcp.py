@@ -594,3 +594,32 @@ def test_the_command_refuses_a_path_without_a_store(tmp_path: Path) -> None:
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.strip().endswith(f"no convostore data at {missing}")
     assert not os.path.exists(missing)
+
+
+def test_public_names_have_docstrings() -> None:
+    import convostore.mcp
+
+    assert convostore.mcp.__all__ == ["create_server"]
+    assert convostore.mcp.__doc__ and create_server.__doc__
+
+
+def test_the_command_line_imports_no_mcp_sdk() -> None:
+    code = "import sys, convostore, convostore.cli; print('mcp' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_without_the_mcp_extra_the_command_names_it(tmp_path: Path) -> None:
+    """Without the SDK (its import made to fail), one error line says what to install."""
+    db = str(tmp_path / "x.db")
+    with Sessions.open(db) as store:
+        store.session("s").append_message(text("m", "user", "hi"))
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from convostore.cli import main\n"
+            "sys.exit(main(['mcp', sys.argv[1]]))\n")
+    done = subprocess.run([sys.executable, "-c", code, db], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == ("convostore: error: the MCP server needs mcp: "
+                           "pip install 'convostore[mcp]'\n")

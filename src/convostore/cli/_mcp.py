@@ -59,6 +59,8 @@ def _create_server() -> Any:
     """``convostore.mcp.create_server``, or MissingDependency naming the extra."""
     try:
         from ..mcp import create_server
+    except MissingDependency:
+        raise  # the package says which extra
     except ImportError as exc:
         raise MissingDependency(
             f"the MCP server needs {exc.name or 'its dependencies'}: "

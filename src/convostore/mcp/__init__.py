@@ -22,11 +22,12 @@ from __future__ import annotations
 
 try:
     import mcp.server.mcpserver  # noqa: F401 (the SDK, before the modules built on it)
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
+except ImportError as exc:
     from ..errors import MissingDependency
 
     raise MissingDependency(
-        f"the MCP server needs {exc.name or 'the mcp SDK'}: pip install 'convostore[mcp]'"
+        f"the MCP server needs {(exc.name or 'mcp').split('.')[0]}: "
+        "pip install 'convostore[mcp]'"
     ) from exc
 
 from ._server import create_server

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
@@ -58,8 +59,6 @@ class _Server(MCPServer):
     async def list_resources(self) -> list[Resource]:
         """The :data:`LISTED_CONVERSATIONS` most recently updated conversations; every one is
         readable through the ``convostore://sessions/{session_id}`` template."""
-        import anyio.to_thread
-
         tools = self.convostore_tools
         page = await anyio.to_thread.run_sync(lambda: tools.store.list_conversations(
             owner=tools.owner, limit=LISTED_CONVERSATIONS))

@@ -59,7 +59,7 @@ def guarded(fn: Callable[..., T]) -> Callable[..., T]:
             return fn(*args, **kwargs)
         except ToolError:
             raise
-        except (ConvostoreError, ValueError, TypeError) as exc:
+        except (ConvostoreError, ValueError) as exc:  # bad input the store (or a driver) refused
             raise ToolError(visible(" ".join(str(exc).split()) or type(exc).__name__)) from exc
 
     return call
