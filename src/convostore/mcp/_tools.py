@@ -65,6 +65,10 @@ def guarded(fn: Callable[..., T]) -> Callable[..., T]:
     return call
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
     """About ``width`` characters of ``text`` around the first word of ``query`` found in it."""
     flat = " ".join(text.split())
@@ -141,12 +145,14 @@ class Tools:
             problem = " ".join(str(exc).split())
             raise ToolError(f"bad cursor or filter: {visible(problem)}" if cursor else
                             visible(problem)) from exc
-        lines = [f"{len(page.sessions)} conversations, the most recently updated first."]
+        lines = [f"{_count(len(page.sessions), 'conversation')}, the most recently updated "
+                 "first."]
         rows = []
         for entry in page.sessions:
             title = f" {label(entry.title)}" if entry.title else ""
             who = f", owner {label(entry.owner)}" if entry.owner is not None else ""
-            lines.append(f"- {label(entry.session_id)}{title}: {entry.message_count:,} messages, "
+            count = _count(entry.message_count, "message")
+            lines.append(f"- {label(entry.session_id)}{title}: {count}, "
                          f"updated {iso(entry.updated_at)}{who}")
             rows.append({"session_id": entry.session_id, "title": entry.title,
                          "owner": entry.owner, "messages": entry.message_count,
@@ -171,7 +177,7 @@ class Tools:
                     break
                 asked = min(asked * 4, _SEARCH_CAP)
             hits = hits[:limit]
-        lines = [f"{len(hits)} hits for {label(query)}, best first. " + NOTICE]
+        lines = [f"{_count(len(hits), 'hit')} for {label(query)}, best first. " + NOTICE]
         rows = []
         for hit in hits:
             lines.append(f"- conversation {label(hit.session_id)}, message {label(hit.id)}, "
