@@ -263,6 +263,34 @@ def test_list_conversations_filters_and_pages(store: Sessions) -> None:
     run(create_server(store, owner="ada"), scoped)
 
 
+def test_a_listing_page_stays_within_its_budget_whatever_the_ids(store: Sessions) -> None:
+    """Ids of 1 KB of control characters (each a 6-character escape in JSON) and long titles:
+    pages shrink to fit 64 KiB, and paging still shows every conversation once."""
+    expected = set()
+    for i in range(60):
+        sid = f"{i:03d}" + "\x01" * 1000
+        store.session(sid).append_message(text("m", "user", "x"))
+        store.session(sid).update_info(title="T" * 10_000)
+        expected.add(sid)
+
+    async def body(client: Client) -> None:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            result = await client.call_tool("list_conversations", {
+                "limit": 100, **({"cursor": cursor} if cursor else {})})
+            assert size(result) <= PAGE
+            page = data(result)
+            seen += [c["session_id"] for c in page["conversations"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+            assert len(page["conversations"]) < 60  # shrunk: 60 would not fit
+        assert len(seen) == len(expected) and set(seen) == expected
+
+    run(create_server(store), body)
+
+
 def test_search_hits_name_session_message_role_time_and_a_snippet(store: Sessions) -> None:
     store.session("a").append_message(text("q", "user", "word " * 200 + "the lock timeout "
                                            "happened at two" + " filler" * 200))
@@ -459,6 +487,10 @@ def test_writes_and_memory_round_trip(store: Sessions) -> None:
         found = out(await client.call_tool("search_context", {
             "session_id": "w", "label": "kb", "query": "rollback prod"}))
         assert "> [rollback]" in found and "make rollback ENV=prod" in found
+        await client.call_tool("set_context", {"session_id": "w", "label": "huge",
+                                               "content": "fact\n" * 200_000})
+        huge = await client.call_tool("load_context", {"session_id": "w", "label": "huge"})
+        assert size(huge) <= PIECE and "[cut: " in out(huge)
         none = out(await client.call_tool("search_context", {
             "session_id": "w", "label": "kb", "query": "giraffe"}))
         assert "No results found." in none

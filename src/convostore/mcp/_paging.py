@@ -47,11 +47,22 @@ class BadCursor(ValueError):
 class Page:
     """One page of a conversation: its text and what a program needs to go on."""
 
-    text: str
+    session_id: str
+    text: str = ""
     ids: list[str] = field(default_factory=list)
     """The messages shown, newest first."""
     before: str | None = None
     """Pass as ``before`` for the next (older) page; None when the page reached the start."""
+
+    @property
+    def structured(self) -> dict[str, Any]:
+        """The page for programs: ``session_id``, ``message_ids``, ``before``."""
+        return {"session_id": self.session_id, "message_ids": self.ids, "before": self.before}
+
+    def size(self) -> int:
+        """UTF-8 bytes of the text and of the structured part as JSON."""
+        return utf8_len(self.text) + len(
+            json.dumps(self.structured, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def compactions(session: Session) -> dict[str, StoredCompaction]:
@@ -108,28 +119,34 @@ def conversation_page(session: Session, before: str | None, limit: int) -> Page:
     :raises BadCursor: ``before`` names no message of the conversation.
     """
     records = compactions(session)
-    sid = label(session.session_id)
-    chunks = [NOTICE]
+    shown: list[tuple[str, str]] = []  # (id, text), newest first
     used = utf8_len(NOTICE) + _RESERVE
-    page = Page("")
-    stream = _records(session, before, records)
-    for record in stream:
-        if len(page.ids) >= limit:
-            page.before = page.ids[-1]
-            break
+    more = False
+    for record in _records(session, before, records):
         mid = str(record.message.get("id"))
         text = _clipped(record.message, record.created_at, MESSAGE_BYTES)
-        cost = utf8_len(text) + 2 + utf8_len(json.dumps(mid)) + 2
-        if used + cost > PAGE_BYTES and page.ids:
-            page.before = page.ids[-1]
+        cost = utf8_len(text) + 2 + utf8_len(json.dumps(mid, ensure_ascii=False)) + 2
+        if len(shown) >= limit or (used + cost > PAGE_BYTES and shown):
+            more = True
             break
-        chunks.append(text)
+        shown.append((mid, text))
         used += cost
-        page.ids.append(mid)
-    if page.before is not None:
+    page = _page(session.session_id, shown, more, before)
+    while page.size() > PAGE_BYTES and len(shown) > 1:  # long ids: the estimate fell short
+        shown.pop()
+        page = _page(session.session_id, shown, True, before)
+    return page
+
+
+def _page(session_id: str, shown: list[tuple[str, str]], more: bool,
+          before: str | None) -> Page:
+    page = Page(session_id, ids=[mid for mid, _ in shown])
+    chunks = [NOTICE] + [text for _, text in shown]
+    if more:
+        page.before = page.ids[-1]
         chunks.append(f"More: older messages remain; call read_conversation with session_id="
-                      f"{sid} and before={label(page.before, limit=2048)}.")
-    elif page.ids:
+                      f"{label(session_id)} and before={label(page.before, limit=2048)}.")
+    elif shown:
         chunks.append("This is the start of the conversation.")
     else:
         chunks.append("No messages." if before is None else

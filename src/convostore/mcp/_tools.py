@@ -17,6 +17,7 @@ one does, so a confined agent cannot tell another owner's conversations exist.
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -26,12 +27,20 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 
 from ..context import RESERVED_PREFIX, SEARCH_PREFIX, Context, StoreSearchProvider
 from ..context._core import scoped_key
+from ..directory._records import SessionPage
 from ..errors import ConvostoreError
 from ..model import UNSET, Message, SearchResult
 from ..session import Session
 from ..store import Sessions
-from ._paging import BadCursor, compactions, conversation_page, message_piece
-from ._render import NOTICE, file_size, iso, label, media_type, visible
+from ._paging import (
+    PAGE_BYTES,
+    PIECE_BYTES,
+    BadCursor,
+    compactions,
+    conversation_page,
+    message_piece,
+)
+from ._render import NOTICE, file_size, iso, label, media_type, utf8_len, visible
 
 __all__ = ["MAX_IMAGE_BYTES", "Tools", "answer", "guarded"]
 
@@ -105,6 +114,8 @@ class Tools:
 
     def _writable(self, session_id: str) -> Session:
         """A conversation to write to: a visible one, or a new one (given the scope's owner)."""
+        if not self.writable:  # the write tools are not registered then; never write anyway
+            raise ToolError("this server is read-only")
         if session_id.startswith(RESERVED_PREFIX):
             raise self._missing(session_id)
         session = self.store.session(session_id)
@@ -138,28 +149,18 @@ class Tools:
         if self.owner is not None and owner is not None and owner != self.owner:
             return answer("No conversations.", {"conversations": [], "next_cursor": None})
         scope = self.owner if self.owner is not None else owner
-        try:
-            page = self.store.list_conversations(owner=scope, metadata=metadata or None,
-                                                 limit=limit, cursor=cursor)
-        except ConvostoreError as exc:
-            problem = " ".join(str(exc).split())
-            raise ToolError(f"bad cursor or filter: {visible(problem)}" if cursor else
-                            visible(problem)) from exc
-        lines = [f"{_count(len(page.sessions), 'conversation')}, the most recently updated "
-                 "first."]
-        rows = []
-        for entry in page.sessions:
-            title = f" {label(entry.title)}" if entry.title else ""
-            who = f", owner {label(entry.owner)}" if entry.owner is not None else ""
-            count = _count(entry.message_count, "message")
-            lines.append(f"- {label(entry.session_id)}{title}: {count}, "
-                         f"updated {iso(entry.updated_at)}{who}")
-            rows.append({"session_id": entry.session_id, "title": entry.title,
-                         "owner": entry.owner, "messages": entry.message_count,
-                         "updated_at": entry.updated_at})
-        if page.next_cursor is not None:
-            lines.append(f"More: call list_conversations with cursor={label(page.next_cursor)}.")
-        return answer("\n".join(lines), {"conversations": rows, "next_cursor": page.next_cursor})
+        while True:
+            try:
+                page = self.store.list_conversations(owner=scope, metadata=metadata or None,
+                                                     limit=limit, cursor=cursor)
+            except ConvostoreError as exc:
+                problem = visible(" ".join(str(exc).split()))
+                raise ToolError(f"bad cursor or filter: {problem}" if cursor else problem) \
+                    from exc
+            result = _directory(page)
+            if _size(result) <= PAGE_BYTES or limit == 1:
+                return result
+            limit = max(1, limit // 2)  # long titles or ids: a shorter page, and its cursor
 
     def search_conversations(self, query: str, session_id: str | None,
                              limit: int) -> CallToolResult:
@@ -177,17 +178,11 @@ class Tools:
                     break
                 asked = min(asked * 4, _SEARCH_CAP)
             hits = hits[:limit]
-        lines = [f"{_count(len(hits), 'hit')} for {label(query)}, best first. " + NOTICE]
-        rows = []
-        for hit in hits:
-            lines.append(f"- conversation {label(hit.session_id)}, message {label(hit.id)}, "
-                         f"{label(hit.role)}, {iso(hit.created_at)}:\n"
-                         f"  > {visible(snippet(hit.content, query))}")
-            rows.append({"session_id": hit.session_id, "message_id": hit.id, "role": hit.role,
-                         "created_at": hit.created_at})
-        if hits:
-            lines.append("read_conversation with before=<message id> shows what led to a hit.")
-        return answer("\n".join(lines), {"hits": rows})
+        result = _hits(hits, query)
+        while _size(result) > PAGE_BYTES and len(hits) > 1:  # the best that fit
+            hits = hits[: len(hits) // 2]
+            result = _hits(hits, query)
+        return result
 
     def read_conversation(self, session_id: str, before: str | None,
                           limit: int) -> CallToolResult:
@@ -197,8 +192,7 @@ class Tools:
             page = conversation_page(session, before, limit)
         except BadCursor as exc:
             raise ToolError(f"bad cursor: {exc}") from exc
-        return answer(page.text, {"session_id": session_id, "message_ids": page.ids,
-                                  "before": page.before})
+        return answer(page.text, page.structured)
 
     def stored(self, session: Session, message_id: str) -> Message:
         """A message of ``session`` as stored (a compaction summary by its id too)."""
@@ -272,17 +266,69 @@ class Tools:
         if not content:
             return answer(f"Block {label(label_)} of conversation {label(session_id)} is empty.",
                           {"session_id": session_id, "label": label_, "empty": True})
-        quoted = "\n".join("> " + line for line in visible(content).split("\n"))
         return answer(f"Block {label(label_)} of conversation {label(session_id)}. {NOTICE}\n\n"
-                      + quoted, {"session_id": session_id, "label": label_, "empty": False})
+                      + _quoted(content), {"session_id": session_id, "label": label_,
+                                          "empty": False})
 
     def search_context(self, session_id: str, label_: str, query: str) -> CallToolResult:
         """See the registered tool's description (``_server.py``)."""
         session = self.visible(session_id)
         result = self._ran(self._context(session, label_, True).execute(
             "search_context", {"label": label_, "query": query}))
-        quoted = "\n".join("> " + line for line in visible(result).split("\n"))
-        return answer(f"{NOTICE}\n\n{quoted}", {"session_id": session_id, "label": label_})
+        return answer(f"{NOTICE}\n\n{_quoted(result, PAGE_BYTES)}",
+                      {"session_id": session_id, "label": label_})
+
+
+def _size(result: CallToolResult) -> int:
+    """UTF-8 bytes of a result's text and structured part."""
+    text = sum(utf8_len(c.text) for c in result.content if isinstance(c, TextContent))
+    return text + len(json.dumps(result.structured_content, ensure_ascii=False).encode())
+
+
+def _directory(page: SessionPage) -> CallToolResult:
+    lines = [f"{_count(len(page.sessions), 'conversation')}, the most recently updated first."]
+    rows = []
+    for entry in page.sessions:
+        title = f" {label(entry.title, limit=100)}" if entry.title else ""
+        who = f", owner {label(entry.owner)}" if entry.owner is not None else ""
+        count = _count(entry.message_count, "message")
+        lines.append(f"- {label(entry.session_id)}{title}: {count}, "
+                     f"updated {iso(entry.updated_at)}{who}")
+        rows.append({"session_id": entry.session_id, "title": entry.title,
+                     "owner": entry.owner, "messages": entry.message_count,
+                     "updated_at": entry.updated_at})
+    if page.next_cursor is not None:
+        lines.append(f"More: call list_conversations with cursor={label(page.next_cursor)}.")
+    return answer("\n".join(lines), {"conversations": rows, "next_cursor": page.next_cursor})
+
+
+def _hits(hits: list[SearchResult], query: str) -> CallToolResult:
+    lines = [f"{_count(len(hits), 'hit')} for {label(query)}, best first. " + NOTICE]
+    rows = []
+    for hit in hits:
+        lines.append(f"- conversation {label(hit.session_id)}, message {label(hit.id)}, "
+                     f"{label(hit.role)}, {iso(hit.created_at)}:\n"
+                     f"  > {visible(snippet(hit.content, query))}")
+        rows.append({"session_id": hit.session_id, "message_id": hit.id, "role": hit.role,
+                     "created_at": hit.created_at})
+    if hits:
+        lines.append("read_conversation with before=<message id> shows what led to a hit.")
+    return answer("\n".join(lines), {"hits": rows})
+
+
+def _quoted(text: str, budget: int = PIECE_BYTES) -> str:
+    """Stored text as quoted lines, at most about ``budget`` bytes (a note says what is cut)."""
+    lines = []
+    used = 0
+    all_lines = visible(text).split("\n")
+    for i, line in enumerate(all_lines):
+        quoted = "> " + line
+        used += utf8_len(quoted) + 1
+        if used > budget - 1024:
+            lines.append(f"[cut: {len(all_lines) - i} more lines]")
+            break
+        lines.append(quoted)
+    return "\n".join(lines)
 
 
 def _images(message: Message) -> list[ImageContent]:
