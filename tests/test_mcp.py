@@ -491,6 +491,11 @@ def test_writes_and_memory_round_trip(store: Sessions) -> None:
                                                "content": "fact\n" * 200_000})
         huge = await client.call_tool("load_context", {"session_id": "w", "label": "huge"})
         assert size(huge) <= PIECE and "[cut: " in out(huge)
+        await client.call_tool("set_context", {"session_id": "fresh", "label": "memory",
+                                               "content": "a new conversation's memory"})
+        fresh = out(await client.call_tool("load_context", {"session_id": "fresh",
+                                                            "label": "memory"}))
+        assert "> a new conversation's memory" in fresh
         none = out(await client.call_tool("search_context", {
             "session_id": "w", "label": "kb", "query": "giraffe"}))
         assert "No results found." in none
