@@ -841,7 +841,7 @@ def test_cli_reference_is_current_and_complete() -> None:
     commands = gen.commands(build_parser())
     assert list(commands) == ["demo", "ls", "show", "search", "export", "import", "index",
                              "stats", "rm", "prune", "dump", "restore", "migrate", "check",
-                             "serve"]
+                             "serve", "mcp"]
     for name, parser in commands.items():
         assert f"## `convostore {name}`" in docs
         assert parser.description, f"{name} has no description"

@@ -34,6 +34,7 @@ PUBLIC_MODULES = [
     "convostore.limits",
     "convostore.compaction",
     "convostore.check",
+    "convostore.mcp",
     "convostore.dump",
     "convostore.manager",
     "convostore.context",

@@ -25,11 +25,11 @@ HEADER = f"""\
 
 `DB` is a SQLite file path (also `sqlite:///relative.db`, `sqlite:////absolute.db`) or a
 PostgreSQL URL (`postgresql://user@host/db`, needs `pip install 'convostore[postgres]'`).
-Commands that only read (`ls`, `show`, `search`, `export`, `stats`, `serve`, `dump`, and
-`migrate`'s SRC) never create a database: a path with no file behind it is an error. `search` builds
-the search index the first time a store is searched (a write; `index` builds it ahead of
-time). Errors are one line on stderr, `{PROG}: error: <message>`, with exit code 1; a usage
-error exits with 2.
+Commands that only read (`ls`, `show`, `search`, `export`, `stats`, `serve`, `dump`, `mcp`
+without `--allow-writes`, and `migrate`'s SRC) never create a database: a path with no file
+behind it is an error. `search` builds the search index the first time a store is searched (a
+write; `index` builds it ahead of time). Errors are one line on stderr,
+`{PROG}: error: <message>`, with exit code 1; a usage error exits with 2.
 
 A first look:
 

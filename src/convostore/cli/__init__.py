@@ -23,7 +23,7 @@ from typing import Any
 from .. import __version__
 from ..errors import ConvostoreError
 from ..limits import MAX_TIMESTAMP_MS
-from . import _check, _data, _serve
+from . import _check, _data, _mcp, _serve
 from ._base import PROG as PROG
 from ._base import CliError as _CliError
 from ._base import open_store as _open
@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve.add_arguments(command(
         "serve", lambda args, out: _serve.run(args, out, _open), _serve.SERVE_SUMMARY,
         _serve.SERVE_DESCRIPTION, [db]))
+    _mcp.register(command, db, _open)  # mcp: _mcp.py
     return parser
 
 
