@@ -43,6 +43,7 @@ import psycopg_pool
 from psycopg import sql
 from psycopg.rows import tuple_row
 
+from ...directory._sql import METADATA_UNSAFE
 from ...errors import BackendError, SchemaTooNew, StoreClosed
 from ...legacy._sql import PostgresLegacySql
 from .._migrate import Migrations, migrate, stored_version
@@ -216,8 +217,11 @@ class PostgresOps(PostgresWindowOps, PostgresWriteOps):
         return LeafProbe(bool(row[0]), row[1], int(row[2] or 0), row[4], int(row[5] or 0))
 
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
-        # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
-        return "metadata::jsonb -> ? = ?::jsonb", [key, json.dumps(value)]
+        # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1). A row written
+        # before NUL and lone surrogates were refused is skipped, not cast: jsonb holds
+        # neither, and the cast's error would fail every tenant's listing.
+        return ("CASE WHEN replace(metadata, ?, '') ~ ? THEN NULL ELSE metadata::jsonb END "
+                "-> ? = ?::jsonb", ["\\\\", METADATA_UNSAFE, key, json.dumps(value)])
 
     # -- access paths --------------------------------------------------------------------------
     # PostgreSQL's planner, given stale statistics (a table that grew since it was analysed, or a
