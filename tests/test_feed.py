@@ -236,15 +236,47 @@ def test_a_cursor_older_than_the_log_raises_cursor_expired(
     assert store.wait_for_compactions()  # trimming runs in the background
     head = store.change_cursor()
     with pytest.raises(CursorExpired) as info:
-        store.changes(0)
-    assert info.value.cursor == 0 and 0 < info.value.horizon <= head - 5
+        store.changes(1)
+    assert info.value.cursor == 1 and 1 < info.value.horizon <= head - 5
     assert "change_cursor" in str(info.value)
     with pytest.raises(CursorExpired):
-        next(iter(store.watch(since=0, timeout=0)))
+        next(iter(store.watch(since=1, timeout=0)))
+    # since=0 reads from the start of what the log keeps (issue 36, 3), as documented
+    oldest = store.changes(0)
+    assert oldest and oldest[0].cursor == info.value.horizon + 1
+    assert [c.message_id for c in oldest][-5:] == [f"m{i}" for i in range(15, 20)]
+    assert next(iter(store.watch(since=0, timeout=0))) == oldest[0]
     kept = store.changes(head - 5)
     assert [c.message_id for c in kept] == [f"m{i}" for i in range(15, 20)]
     with pytest.raises(InvalidArgument, match="change_log_size"):
         open_store(change_log_size=0)
+
+
+def test_a_cursor_beyond_the_log_is_refused(open_store: Callable[..., Sessions]) -> None:
+    """Issue 36, 3: a cursor past the newest change (one from before a restore or a
+    migration, or of another store) is refused, not taken to skip the next changes."""
+    store = open_store()
+    assert store.changes(0) == []
+    with pytest.raises(InvalidArgument, match="since"):
+        store.changes(1)  # an empty log: nothing was ever at 1
+    s = store.session()
+    for i in range(3):
+        s.append_message(text(f"m{i}", "x"))
+    head = store.change_cursor()
+    assert store.changes(head) == []
+    assert store.changes(head, session_id="other") == []
+    for ahead in (head + 1, head + 1000):
+        with pytest.raises(InvalidArgument, match="beyond the newest change"):
+            store.changes(ahead)
+        with pytest.raises(InvalidArgument, match="beyond the newest change"):
+            store.changes(ahead, session_id=s.session_id)
+        with pytest.raises(InvalidArgument, match="beyond the newest change"):
+            next(iter(store.watch(since=ahead, timeout=0)))
+    assert list(store.watch(since=head, timeout=0)) == []
+    for i in range(3, 8):
+        s.append_message(text(f"m{i}", "x"))
+    seen = [c.message_id for c in store.watch(since=head, timeout=0)]
+    assert seen == [f"m{i}" for i in range(3, 8)]  # none skipped
 
 
 # --- automatic compaction off the write path ----------------------------------------------------
