@@ -313,3 +313,32 @@ def test_a_version_1_dump_restores_its_registry_rows(tmp_path: Path) -> None:
         assert restore(target, lines).directory == 1
         got = SessionManager(target).get("r1")
         assert got is not None and (got.name, got.model, got.input_tokens) == ("old run", "m-0", 4)
+
+
+def test_a_restore_cannot_borrow_a_payload_the_dump_does_not_carry(
+    source: Sessions, tmp_path: Path
+) -> None:
+    """Issue 36, 6: a dump's message may point at a payload of the dump (its attachment
+    records) or one its session references in the target; a pointer to a payload only another
+    session of the target holds, or to none, is a bad dump, and nothing of the message is
+    written."""
+    image = {"type": "file", "mediaType": "image/png", "url": f"data:image/png;base64,{_png(5)}"}
+    source.session("thief").append_message({"id": "m", "role": "user", "parts": [image]})
+    lines = _dump_text(source).splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if '"type":"attachment"' in line)
+    end = json.loads(lines[-1])
+    stripped = lines[:at] + lines[at + 1:-1] + [json.dumps({**end, "attachments": 0}) + "\n"]
+    message_line = next(n for n, line in enumerate(stripped) if '"type":"message"' in line) + 1
+    for number, victim in enumerate((True, False)):
+        with Sessions.open(str(tmp_path / f"copy{number}.db")) as target:
+            if victim:
+                target.session("victim").append_message(
+                    {"id": "secret", "role": "user", "parts": [image]})
+            with pytest.raises(BadDump) as info:
+                restore(target, stripped)
+            assert info.value.line == message_line and "import the media itself" in str(
+                info.value)
+            assert target.session("thief").get_history() == []
+            restore(target, lines)  # the whole dump brings the payload
+            assert target.session("thief").get_history() == source.session(
+                "thief").get_history()

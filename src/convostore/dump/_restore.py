@@ -32,6 +32,7 @@ from ..errors import (
     InvalidArgumentType,
     InvalidMessageType,
 )
+from ..messages._borrowed import check_pointers
 from ..messages._writes import BatchRow, Writer, stored_compaction
 from ..model import ChangeEvent, Message
 from ._format import (
@@ -108,6 +109,7 @@ class Restorer:
         self._ignored: set[str] = set()
         self._version = VERSION
         self._written: set[str] = set()  # sessions this restore wrote messages into
+        self._brought: set[str] = set()  # the dump's payloads: its messages may point at them
 
     def run(self, source: Iterable[str]) -> DumpCounts:
         """Restore every record of ``source``; the counts of what was written."""
@@ -303,6 +305,7 @@ class Restorer:
         with self._backend.write(None) as ops:
             stored = ops.attachment_meta([h for h, _d, _t in payloads])
             for h, data, media_type in payloads:
+                self._brought.add(h)
                 if h in stored:
                     self._counts["present"] += 1
                     continue
@@ -355,12 +358,27 @@ class Restorer:
                 self._core.events.emit(
                     ChangeEvent("compaction", sid, compaction=stored_compaction(row)))
 
+    def _check_pointers(self, sid: str, rows: list[BatchRow], numbers: list[int]) -> None:
+        """A message pointing at a payload neither the dump carries nor ``sid`` references is
+        a bad dump, named at its own line (the write checks again, in its transaction)."""
+        if all(len(r.prep.hashes) == len(r.prep.payloads) for r in rows):
+            return
+        carried = set(self._brought)
+        with self._backend.read() as ops:
+            for number, row in zip(numbers, rows, strict=True):
+                carried.update(p.hash for p in row.prep.payloads)
+                try:
+                    check_pointers(ops, sid, [(row.prep.message, row.prep.hashes)], carried)
+                except ConvostoreError as exc:
+                    raise BadDump(number, str(exc)) from exc
+
     def _messages(self, sid: str, pending: list[tuple[int, Any]]) -> None:
         writer = Writer(self._core, sid)
         with self._backend.read() as ops:
             present = set(ops.seqs_of(sid, [p[1][0]["id"] for p in pending]))
         rows: list[BatchRow] = []
         messages: list[tuple[Message, str | None]] = []
+        numbers: list[int] = []  # each row's line
         for number, (message, parent, created, tokens) in pending:
             if message["id"] in present:
                 self._counts["present"] += 1
@@ -371,9 +389,11 @@ class Restorer:
                 raise BadDump(number, str(exc)) from exc
             rows.append(BatchRow(prep, parent, created))
             messages.append((message, parent))
+            numbers.append(number)
         if not rows:
             return
-        cursors = writer.insert_batch(rows, verbatim=True)
+        self._check_pointers(sid, rows, numbers)
+        cursors = writer.insert_batch(rows, verbatim=True, brought=self._brought)
         written = sum(c is not None for c in cursors)
         if written:
             self._written.add(sid)

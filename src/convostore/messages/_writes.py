@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -24,6 +24,7 @@ from ..errors import InvalidArgument, InvalidMessage
 from ..limits import check_id, check_text
 from ..model import Message, Source, StoredCompaction, Unset
 from ..tokens import estimate_row_tokens
+from ._borrowed import check_pointers
 from ._rows import reassemble
 
 if TYPE_CHECKING:
@@ -192,14 +193,16 @@ class Writer:
         self, prep: Prepared, parent_id: str | None | Unset, created_at: int, *, verbatim: bool
     ) -> int | None:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
-        given, unchecked); its change-log position. None, with nothing written, when the id
-        already exists."""
+        given, unchecked: an import, whose pointers are checked, see :mod:`._borrowed`); its
+        change-log position. None, with nothing written, when the id already exists."""
         if not verbatim and one_row(prep):
             appended = self._append_row(prep, parent_id, created_at)
             if appended.inserted is not None:
                 return self._core.changes.settled(appended.position) if appended.inserted \
                     else None
         with self._backend.write(self._sid) as ops:
+            if verbatim:
+                self._check_pointers(ops, [prep], ())
             logged = self.insert_in(ops, prep, parent_id, created_at, verbatim=verbatim)
         return None if logged is None else logged.committed()
 
@@ -303,7 +306,17 @@ class Writer:
             ops.add_refs(sid, msg["id"], prep.hashes)
         return row.run_bytes
 
-    def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool) -> list[int | None]:
+    def _check_pointers(self, ops: Ops, preps: Sequence[Prepared],
+                        brought: Collection[str]) -> None:
+        """An import's pointers name payloads it brings (``brought``, or media of ``preps``)
+        or ones the session references (:func:`._borrowed.check_pointers`)."""
+        if any(len(p.hashes) > len(p.payloads) for p in preps):  # a pointer it does not carry
+            carried = {pl.hash for p in preps for pl in p.payloads}
+            check_pointers(ops, self._sid, [(p.message, p.hashes) for p in preps],
+                           carried.union(brought))
+
+    def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool,
+                     brought: Collection[str] = ()) -> list[int | None]:
         """Insert new rows in order, in one transaction; for each, its change-log position
         when it was inserted, None when it was not (its id was already stored, or came earlier
         in ``rows``).
@@ -312,10 +325,14 @@ class Writer:
         point of the batch (the chosen leaf or the newest row, then the row written before it),
         ``verbatim`` takes the parent as given, otherwise an id unknown in the session makes a
         new root. One probe of the ids and one of the leaf serve the whole batch; the search
-        index gets one call; the change log one entry per row written.
+        index gets one call; the change log one entry per row written. A ``verbatim`` batch
+        (an import) may point at payloads ``brought`` (a dump's) besides its own media and
+        the session's.
         """
         sid = self._sid
         with self._backend.write(sid) as ops:
+            if verbatim:
+                self._check_pointers(ops, [r.prep for r in rows], brought)
             ids = list(dict.fromkeys(r.prep.message["id"] for r in rows))
             present = set(ops.seqs_of(sid, ids))
             _, tail_id, seq, chosen, run, _ = ops.leaf_probe(sid, ids[0] if ids else "")
