@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -305,10 +306,12 @@ def test_an_append_returns_while_its_compaction_runs_in_the_background(store: Se
     assert r.inserted and not release.is_set()
     release.set()
     assert store.wait_for_compactions()
-    assert len(calls) == 1
+    # A second call only when what arrived during the first left the session above its
+    # threshold (issue 36, 9: that is no failure of the first, so no backoff stops it).
+    assert 1 <= len(calls) <= 2
     kinds = [c.type for c in store.changes(start, limit=100)]
     assert "compact" in kinds  # its result is a change of the feed
-    assert s.get_token_estimate() < 300 or len(s.get_compactions()) == 1
+    assert s.get_token_estimate() <= 300
 
 
 def test_a_summariser_that_cannot_reduce_is_called_a_bounded_number_of_times(
@@ -330,6 +333,43 @@ def test_a_summariser_that_cannot_reduce_is_called_a_bounded_number_of_times(
     assert s.compact() is not None and len(calls) == 2  # by hand: always runs
     kinds = [c.type for c in store.changes(start, limit=1000)]
     assert kinds.count("compact") == 2
+
+
+def test_appends_during_a_compaction_do_not_make_its_success_a_failure(
+    store: Sessions,
+) -> None:
+    """Issue 36, 9: a compaction that brought the history it was given under the threshold
+    was counted as failed when appends made meanwhile kept the session above it, and backoff
+    (a minute, doubling) let the session grow unchecked. It is a success: the next look
+    compacts again, and the session stays near its threshold."""
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def summarise(messages: list[dict[str, Any]]) -> CompactResult:
+        calls.append(len(messages))
+        if len(calls) == 1:
+            started.set()
+            release.wait(60)
+        return CompactResult(messages[0]["id"], messages[-1]["id"], "short summary")
+
+    s = store.session()
+    s.on_compaction(summarise).compact_after(300)
+    i = 0
+    while not started.is_set() and i < 50:
+        s.append_message(text(f"m{i}", "word " * 50))
+        i += 1
+        time.sleep(0.01)
+    assert started.wait(60)
+    for j in range(10):  # on their own above the threshold
+        s.append_message(text(f"late{j}", "word " * 50))
+    release.set()
+    assert store.wait_for_compactions()
+    assert len(calls) == 2  # no backoff: the appends' own look compacted them in turn
+    assert s.get_token_estimate() <= 300
+    for j in range(15):  # steady appends: the session stays near its threshold
+        s.append_message(text(f"more{j}", "word " * 50))
+        assert store.wait_for_compactions()
+        assert s.get_token_estimate() <= 300 + 100
 
 
 def test_a_failing_compaction_is_an_error_change_of_the_feed(store: Sessions) -> None:

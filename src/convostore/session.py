@@ -659,15 +659,25 @@ class Session:
             return
         try:
             self._core.auto_compaction.run(
-                self.session_id, threshold, self._estimate_with_extra,
-                lambda: self._compact()[1],
+                self.session_id, threshold, self._estimate_with_extra, self._active_leaf_id,
+                lambda leaf: self._compact(leaf)[1],
             )
         except Exception as exc:
             self._report_compaction_error(exc)
 
-    def _estimate_with_extra(self) -> int:
-        """The token estimate plus ``extra_tokens()`` (a non-finite result counts as 0)."""
-        estimate = self.get_token_estimate()
+    def _active_leaf_id(self) -> str | None:
+        with self._core.backend.read() as ops:
+            tail = ops.active_leaf(self.session_id)
+        return None if tail is None else tail[0]
+
+    def _estimate_with_extra(self, leaf: str | None = None) -> int:
+        """The token estimate (of ``leaf``'s branch; default the active one) plus
+        ``extra_tokens()`` (a non-finite result counts as 0)."""
+        if leaf is None:
+            estimate = self.get_token_estimate()
+        else:
+            with self._core.backend.read() as ops:
+                estimate = self._totals(ops, leaf)[0]
         if self._extra_tokens is not None:
             extra = self._extra_tokens()
             if isinstance(extra, (int, float)) and math.isfinite(extra):
