@@ -394,3 +394,17 @@ def test_a_restore_after_a_failed_restore_gives_exactly_the_source(
             assert _shape(target) == _shape(source), missing
             again = restore(target, lines)
             assert again.messages == 0 and _shape(target) == _shape(source)
+
+
+def test_a_binary_stream_restores_as_its_text_does(source: Sessions, tmp_path: Path) -> None:
+    """Issue 36 (friction): a dump opened in binary mode was "line 1: not valid JSON:
+    truncated or corrupt"; its lines are the UTF-8 text a dump is."""
+    _fill(source)
+    first = _dump_text(source)
+    with Sessions.open(str(tmp_path / "copy.db")) as target:
+        counts = restore(target, io.BytesIO(first.encode("utf-8")))  # type: ignore[arg-type]
+        assert counts.messages == 10 and _dump_text(target) == first
+    with Sessions.open(str(tmp_path / "bad.db")) as target, pytest.raises(
+        BadDump, match="line 1: not UTF-8 text"
+    ):
+        restore(target, io.BytesIO(b"\xff\xfe{}\n"))  # type: ignore[arg-type]

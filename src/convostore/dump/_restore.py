@@ -149,7 +149,13 @@ class Restorer:
 
     # --- lines ----------------------------------------------------------------------------
 
-    def _parse(self, number: int, line: str) -> dict[str, Any]:
+    def _parse(self, number: int, line: str | bytes) -> dict[str, Any]:
+        if isinstance(line, (bytes, bytearray)):  # a file opened in binary mode: its lines
+            try:
+                line = bytes(line).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadDump(number, "not UTF-8 text: a dump is the UTF-8 text dump() "
+                              "writes") from exc
         try:
             record = codec.loads(line)
         except ValueError as exc:
