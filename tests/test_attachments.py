@@ -464,3 +464,46 @@ def test_codec_still_offers_every_public_attachment_name() -> None:
     assert attachments.__all__
     for name in attachments.__all__:
         assert getattr(codec, name) is getattr(attachments, name), name
+
+
+@pytest.mark.parametrize("where", ["url", "typed-url", "nested-data"])
+def test_an_import_cannot_borrow_another_sessions_payload(store: Sessions, where: str) -> None:
+    """Issue 36, 6: an import (trusted as the server's) pointing at a payload only another
+    session references, or at none, is refused naming the field, with nothing written; a
+    pointer to a payload it brings or its session already references is taken."""
+    data, digest = victim_digest(store)
+    pointer = POINTER_PREFIX + digest
+    missing = POINTER_PREFIX + "0" * 64
+    part: dict[str, Any]
+    if where == "url":
+        part, field = {"type": "file", "mediaType": "image/png", "url": pointer}, "parts[1].url"
+    elif where == "typed-url":
+        part, field = {"type": "file", "url": "data:image/png;base64," + pointer}, "parts[1].url"
+    else:
+        part = {"type": "tool-x", "toolCallId": "c", "state": "output-available", "input": {},
+                "output": {"items": [{"mediaType": "image/png", "data": pointer}]}}
+        field = "parts[1].output.items[0].data"
+    msg = {"id": "steal", "role": "user", "parts": [{"type": "text", "text": "hi"}, part]}
+    attacker = store.session("attacker")
+    with pytest.raises(InvalidMessage) as info:
+        attacker.import_message(msg)
+    assert info.value.field == field and "import the media itself" in info.value.problem
+    with pytest.raises(InvalidMessage) as info:
+        attacker.import_messages([text("ok", "fine"), msg])
+    assert info.value.field == field
+    ghost = {"id": "ghost", "role": "user", "parts": [
+        {"type": "file", "mediaType": "image/png", "url": missing}]}
+    with pytest.raises(InvalidMessage) as info:
+        attacker.import_message(ghost)
+    assert info.value.field == "parts[0].url"
+    assert attacker.get_history() == [] and refs(store) == 1
+    # brought along in the same batch: taken, and read back with its bytes
+    own = image("own", data)
+    assert [r.inserted for r in attacker.import_messages([own, msg])] == [True, True]
+    got = attacker.get_message("steal")
+    assert got is not None and got != msg  # the pointer reads back as the bytes
+    # the session references it now: a later import may point at it
+    msg2 = dict(msg, id="again")
+    assert attacker.import_message(msg2).inserted
+    store.session("victim").delete_messages(["secret"])
+    assert store.storage_stats().attachments == 1  # the attacker's own references hold it

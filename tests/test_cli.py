@@ -179,6 +179,19 @@ def test_stats(chat_db: str, capsys: pytest.CaptureFixture[str]) -> None:
     ), "")
 
 
+def test_stats_counts_the_sessions_ls_lists(
+    chat_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 (friction): `stats` said "sessions 5" where `ls` listed 2, counting the
+    library's own context sessions; they get a line of their own."""
+    with Sessions.open(chat_db) as store:
+        store.session("convostore:context:support").append_message(text("c1", "memory"))
+    code, out, _ = run(["stats", chat_db], capsys)
+    assert code == 0 and out.splitlines()[:3] == [
+        "sessions           2", "internal sessions  1", "messages           6"]
+    assert len(run(["ls", chat_db], capsys)[1].splitlines()) == 3  # a header and 2 sessions
+
+
 # --- show -----------------------------------------------------------------------------------
 
 

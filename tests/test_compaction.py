@@ -85,9 +85,12 @@ def test_compaction_is_branch_local_on_a_two_branch_tree(store: Sessions) -> Non
     assert left[0]["parts"][0]["text"] == "left only" and ids(left[1:]) == ["a5"]
 
 
-def test_a_raising_function_is_reported_and_returns_none(
+def test_a_raising_function_raises_to_the_caller_who_asked(
     store: Sessions, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Issue 36, 10: compact() by hand returned None, as for "nothing to compact", and logged a
+    traceback even with a handler set. The caller gets the function's error; watchers get the
+    error change; the handler (automatic compaction's) and the log stay quiet."""
     s = store.session()
     s.append_message(text("a", "x"))
     errors: list[BaseException] = []
@@ -97,12 +100,18 @@ def test_a_raising_function_is_reported_and_returns_none(
     def broken(msgs: list[dict[str, Any]]) -> None:
         raise RuntimeError("model down")
 
-    s.on_compaction(broken).on_compaction_error(errors.append)
+    s.on_compaction(broken)
     with caplog.at_level(logging.WARNING, logger="convostore"):
-        assert s.compact() is None
-    assert [str(e) for e in errors] == ["model down"]
-    assert [e.type for e in events] == ["error"]
-    assert "model down" in caplog.text
+        with pytest.raises(RuntimeError, match="model down"):
+            s.compact()
+        s.on_compaction_error(errors.append)
+        with pytest.raises(RuntimeError, match="model down"):
+            s.compact()
+    assert errors == [] and "model down" not in caplog.text
+    assert [e.type for e in events] == ["error", "error"]
+    logged = [c for c in store.changes(0) if c.type == "error"]
+    assert [c.error for c in logged] == ["RuntimeError: model down"] * 2
+    assert s.get_compactions() == []
 
 
 def test_the_function_gets_the_overlaid_history(store: Sessions) -> None:
@@ -183,7 +192,9 @@ def test_strictly_greater_than_the_threshold(store: Sessions) -> None:
     assert calls == [1]
 
 
-def test_auto_compaction_failure_never_fails_the_append(store: Sessions) -> None:
+def test_auto_compaction_failure_never_fails_the_append(
+    store: Sessions, caplog: pytest.LogCaptureFixture
+) -> None:
     # Two sessions: a failed attempt backs its session off (see test_feed.py), so the second
     # failure comes from a second session.
     s, t = store.session(), store.session("t")
@@ -200,13 +211,17 @@ def test_auto_compaction_failure_never_fails_the_append(store: Sessions) -> None
 
     for handle in (s, t):
         handle.on_compaction(boom).compact_after(1).on_compaction_error(bad_handler)
-    r = s.append_message(text("a", "hello there"))
-    assert r.inserted
-    assert store.wait_for_compactions()
-    t.append_message(text("b", "again"))
-    assert store.wait_for_compactions()
+    with caplog.at_level(logging.WARNING, logger="convostore"):
+        r = s.append_message(text("a", "hello there"))
+        assert r.inserted
+        assert store.wait_for_compactions()
+        t.append_message(text("b", "again"))
+        assert store.wait_for_compactions()
     assert len(got) == 2
     assert [e.type for e in events] == ["append", "error", "append", "error"]
+    # The handler took the error: only its own failure is logged.
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged and all(m.startswith("on_compaction_error handler") for m in logged), logged
     assert ids(s.get_history()) == ["a"] and ids(t.get_history()) == ["b"]
 
 

@@ -200,6 +200,67 @@ def test_listing_is_newest_first_with_filters_and_cursors(store: Any) -> None:
         store.list_conversations(metadata={'a"b': 1})
 
 
+def test_metadata_jsonb_cannot_hold_is_refused_and_breaks_no_listing(store: Any) -> None:
+    """Issue 36, 1: a NUL or a surrogate in a key or string of a session's metadata is refused
+    naming the place, nothing written; a row stored before (as older versions wrote it) is
+    skipped by metadata-filtered listings instead of failing them for every tenant."""
+    store.session("a").update_info(metadata={"t": "x"})
+    store.session("old1").update_info(metadata={"t": "x"})
+    store.session("old2").update_info(metadata={"t": "x"})
+    refused = [
+        ({"note": "a\x00b"}, "metadata['note']"),
+        ({"note": "a\ud800"}, "metadata['note']"),
+        ({"e": "\ud83d\ude00"}, "metadata['e']"),  # would read back as one character
+        ({"deep": [1, {"k\x00": 1}]}, "metadata['deep'][1]"),
+    ]
+    for bad, where in refused:
+        with pytest.raises(InvalidArgument) as info:
+            store.session("b").update_info(metadata=bad)
+        assert info.value.argument == where
+    assert store.session("b").get_info() is None
+    with writing(sync_of(store), None) as ops:  # rows written before the refusal
+        for sid, meta in (("old1", '{"t":"x\\u0000"}'), ("old2", '{"t":"\\ud800"}')):
+            execute(ops, "UPDATE convostore_sessions SET metadata = ? WHERE session_id = ?",
+                    (meta, sid))
+    assert listed(store, metadata={"t": "x"}) == ["a"]
+    old1 = store.session("old1").get_info()
+    assert old1 is not None and old1.metadata == {"t": "x\x00"}
+    # an escaped backslash before "u0000" is text, not an escape: that row is read as JSON
+    store.session("c").update_info(metadata={"t": "\\u0000"})
+    assert listed(store, metadata={"t": "\\u0000"}) == ["c"]
+
+
+def test_both_engines_give_one_answer_to_any_filter_or_cursor(store: Any) -> None:
+    """Issue 36, 5 and 7: numbers compare by value on both engines; what no engine can bind
+    (NUL, a lone surrogate, an integer past 64 bits) is refused naming it, never a driver's
+    error; the documented largest limit works."""
+    store.session("i").update_info(metadata={"n": 3})
+    store.session("f").update_info(metadata={"n": 3.0})
+    store.session("s").update_info(metadata={"n": "3"})
+    store.session("b").update_info(metadata={"n": True})
+    assert sorted(listed(store, metadata={"n": 3.0})) == ["f", "i"]
+    assert sorted(listed(store, metadata={"n": 3})) == ["f", "i"]
+    assert listed(store, metadata={"n": 1}) == []  # true is not 1
+    assert listed(store, metadata={"n": True}) == ["b"]
+    for value in ("a\x00", "a\ud800", 2**63, -(2**63) - 1, 10**400):
+        with pytest.raises(InvalidArgument) as info:
+            store.list_conversations(metadata={"n": value})
+        assert info.value.argument == "metadata['n']"
+    assert listed(store, metadata={"n": 2**63 - 1}) == listed(store, metadata={"n": -(2**63)})
+    page = store.list_conversations(limit=2**63 - 1)
+    assert len(page.sessions) == 4 and page.next_cursor is None
+
+    def cursor(updated_at: Any, session_id: str) -> str:
+        raw = json.dumps([updated_at, session_id], ensure_ascii=False)
+        return base64.urlsafe_b64encode(raw.encode("utf-8", "surrogatepass")).decode()
+
+    after = store.list_conversations(cursor=cursor(2**62, "z"))
+    assert [e.session_id for e in after.sessions] == listed(store)
+    for updated_at, sid in ((1, "a\x00"), (1, "a\ud800"), (2**64, "a"), (-(2**70), "a")):
+        with pytest.raises(InvalidArgument, match="not a cursor this store returned"):
+            store.list_conversations(cursor=cursor(updated_at, sid))
+
+
 def test_the_owner_listing_reads_an_index(store: Any) -> None:
     """The SQL a filtered listing sends is answered from the owner index, not a scan."""
     from convostore.directory._sql import ENTRY_COLUMNS

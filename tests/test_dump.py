@@ -313,3 +313,98 @@ def test_a_version_1_dump_restores_its_registry_rows(tmp_path: Path) -> None:
         assert restore(target, lines).directory == 1
         got = SessionManager(target).get("r1")
         assert got is not None and (got.name, got.model, got.input_tokens) == ("old run", "m-0", 4)
+
+
+def test_a_restore_cannot_borrow_a_payload_the_dump_does_not_carry(
+    source: Sessions, tmp_path: Path
+) -> None:
+    """Issue 36, 6: a dump's message may point at a payload of the dump (its attachment
+    records) or one its session references in the target; a pointer to a payload only another
+    session of the target holds, or to none, is a bad dump, and nothing of the message is
+    written."""
+    image = {"type": "file", "mediaType": "image/png", "url": f"data:image/png;base64,{_png(5)}"}
+    source.session("thief").append_message({"id": "m", "role": "user", "parts": [image]})
+    lines = _dump_text(source).splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if '"type":"attachment"' in line)
+    end = json.loads(lines[-1])
+    stripped = lines[:at] + lines[at + 1:-1] + [json.dumps({**end, "attachments": 0}) + "\n"]
+    message_line = next(n for n, line in enumerate(stripped) if '"type":"message"' in line) + 1
+    for number, victim in enumerate((True, False)):
+        with Sessions.open(str(tmp_path / f"copy{number}.db")) as target:
+            if victim:
+                target.session("victim").append_message(
+                    {"id": "secret", "role": "user", "parts": [image]})
+            with pytest.raises(BadDump) as info:
+                restore(target, stripped)
+            assert info.value.line == message_line and "import the media itself" in str(
+                info.value)
+            assert target.session("thief").get_history() == []
+            restore(target, lines)  # the whole dump brings the payload
+            assert target.session("thief").get_history() == source.session(
+                "thief").get_history()
+
+
+def _shape(store: Sessions) -> dict[str, Any]:
+    """What a restore must reproduce of each session: its active history, every message's
+    parent, its leaves and its chosen leaf."""
+    out: dict[str, Any] = {}
+    for sid in ("support", "shared", "chat", "thread"):
+        s = store.session(sid)
+        info = s.get_info()
+        records = list(s.history_records())
+        out[sid] = (s.get_history(), [(r.message["id"], r.parent_id) for r in records],
+                    ids(s.get_leaves()), None if info is None else info.active_leaf)
+    return out
+
+
+@pytest.fixture
+def same_engine(backend_spec: BackendSpec, tmp_path: Path) -> Iterator[Any]:
+    """Opens fresh stores of the engine under test (a schema each on PostgreSQL)."""
+    schemas: list[str] = []
+
+    def open_fresh(name: str) -> Sessions:
+        if "postgresql_dialect" not in backend_spec.capabilities:
+            return Sessions.open(str(tmp_path / f"{name}.db"))
+        schemas.append(f"cs_test_{uuid.uuid4().hex[:12]}")
+        return Sessions.open(backend_spec.url, **{**backend_spec.options, "schema": schemas[-1]})
+
+    yield open_fresh
+    for schema in schemas:
+        _drop_schema(schema)
+
+
+def test_a_restore_after_a_failed_restore_gives_exactly_the_source(
+    source: Sessions, same_engine: Any
+) -> None:
+    """Issue 36, 2: a dump missing a message line fails only at its end record, after the
+    later records were written; restoring the complete dump then put the missing message last,
+    so the active history differed from the source (a parent written after its children cut
+    the path). It must give exactly the source."""
+    _fill(source)
+    thread = source.session("thread")
+    thread.append_messages([text(f"t{i}", f"turn {i}") for i in range(8)])
+    lines = _dump_text(source).splitlines(keepends=True)
+    for missing in ("u1", "a1", "t0", "t3", "t7"):
+        at = next(n for n, line in enumerate(lines)
+                  if '"type":"message"' in line and f'"id":"{missing}"' in line)
+        with same_engine(f"copy-{missing}") as target:
+            with pytest.raises(BadDump, match="records are missing"):
+                restore(target, lines[:at] + lines[at + 1:])
+            restore(target, lines)
+            assert _shape(target) == _shape(source), missing
+            again = restore(target, lines)
+            assert again.messages == 0 and _shape(target) == _shape(source)
+
+
+def test_a_binary_stream_restores_as_its_text_does(source: Sessions, tmp_path: Path) -> None:
+    """Issue 36 (friction): a dump opened in binary mode was "line 1: not valid JSON:
+    truncated or corrupt"; its lines are the UTF-8 text a dump is."""
+    _fill(source)
+    first = _dump_text(source)
+    with Sessions.open(str(tmp_path / "copy.db")) as target:
+        counts = restore(target, io.BytesIO(first.encode("utf-8")))  # type: ignore[arg-type]
+        assert counts.messages == 10 and _dump_text(target) == first
+    with Sessions.open(str(tmp_path / "bad.db")) as target, pytest.raises(
+        BadDump, match="line 1: not UTF-8 text"
+    ):
+        restore(target, io.BytesIO(b"\xff\xfe{}\n"))  # type: ignore[arg-type]

@@ -347,6 +347,43 @@ def test_a_special_write_repeated_in_one_call_keeps_the_last(store: Sessions) ->
                                   ("task-2", "b", 2)]
 
 
+def test_ids_are_checked_at_the_savers_door(store: Sessions) -> None:
+    """Issue 36, 4: a task id of another type made every later read of the thread raise
+    TypeError; a NUL or a lone surrogate in an id was stored by one engine, a driver's error on
+    the other. Every id is refused naming it, nothing written; the thread stays readable."""
+    saver = ConvostoreSaver(store, messages_channel=None)
+    stored = saver.put(_cfg("door"), empty_checkpoint(), {"step": 0}, {})
+    saver.put_writes(stored, [("a", 1)], "x")
+    bad_writes: list[tuple[str, Any, Any, type[Exception]]] = [
+        ("task_id", stored, b"x", TypeError),
+        ("task_id", stored, "x\x00", ValueError),
+        ("task_id", stored, "x\ud800", ValueError),
+        ("thread_id", _cfg("t\x00", "c"), "x", ValueError),
+        ("thread_id", _cfg("t\udc00", "c"), "x", ValueError),
+        ("checkpoint_ns", _cfg("door", "c", ns="n\x00"), "x", ValueError),
+        ("checkpoint_id", _cfg("door", "c\ud800"), "x", ValueError),
+    ]
+    for name, config, task_id, error in bad_writes:
+        with pytest.raises(error, match=name):
+            saver.put_writes(config, [("b", 2)], task_id)
+    with pytest.raises(ValueError, match="channel"):
+        saver.put_writes(stored, [("b\x00", 2)], "y")
+    with pytest.raises(ValueError, match="task_path"):
+        saver.put_writes(stored, [("b", 2)], "y", "p\x00")
+    for thread in ("t\x00", "t\ud800"):
+        with pytest.raises(ValueError, match="thread_id"):
+            saver.put(_cfg(thread), empty_checkpoint(), {"step": 0}, {})
+        with pytest.raises(ValueError, match="thread_id"):
+            saver.get_tuple(_cfg(thread))
+        with pytest.raises(ValueError, match="thread_id"):
+            list(saver.list(_cfg(thread)))
+        with pytest.raises(ValueError, match="thread_id"):
+            saver.delete_thread(thread)
+    got = saver.get_tuple(stored)
+    assert got is not None and got.pending_writes == [("x", "a", 1)]
+    assert [t.checkpoint["id"] for t in saver.list(_cfg("door"))] == [got.checkpoint["id"]]
+
+
 def test_list_filters_before_limit_and_all_threads(store: Sessions) -> None:
     saver = ConvostoreSaver(store)
     parent = None

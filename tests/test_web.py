@@ -126,6 +126,11 @@ def test_sessions_page_shows_the_directory_and_filters_it(viewer_store: Sessions
         html = c.get("/", params={"owner": HOSTILE, "meta": f"plan={HOSTILE}"}).text
         everything = c.get("/").text
         bad = c.get("/", params={"meta": "no equals sign"})
+        assert listed(meta="n=3.0") == ["a"]  # numbers by value, on every engine
+        huge = c.get("/", params={"meta": "n=" + "9" * 400})  # no engine binds it
+        nul = c.get("/", params={"meta": "plan=a\x00b"})
+    assert huge.status_code == 400 and "metadata[&#39;n&#39;]" in huge.text
+    assert nul.status_code == 400 and "NUL" in nul.text
     assert '<td class="title">chat a</td>' in everything
     assert '<td class="owner">u1</td>' in everything
     assert "<script>alert" not in html and "<script>alert" not in everything

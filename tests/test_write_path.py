@@ -20,7 +20,7 @@ from convostore import (
     Message,
     Sessions,
 )
-from convostore.messages._writes import kept_ancestors
+from convostore.messages._tree import kept_ancestors
 
 
 def test_appends_a_chain_follows_the_latest_leaf_and_round_trips(store: Sessions) -> None:

@@ -14,6 +14,11 @@ refused for both, before any transaction opens (nothing is written), with a ``Va
   :data:`MAX_TIMESTAMP_MS` (the last millisecond of year 9999, the last one a date prints);
 - a count or a limit (a search ``limit``, token counters) is an ``int`` from 0 to
   :data:`MAX_COUNT`, the largest value both engines' 64-bit integers hold;
+- a JSON value stored for queries to read as JSON (a session's ``metadata``) holds no NUL and no
+  lone surrogate in any key or string (:func:`check_json_text`): PostgreSQL's ``jsonb`` holds
+  neither, so one such row would break every query that reads the column as JSON; a value a
+  query compares with it (a metadata filter) is a string, a finite float, or an integer of 64
+  bits (:func:`check_json_scalar`);
 - a search query's NUL and lone surrogates are word separators, as whitespace is, and as they
   are in the indexed text (:func:`search_query`).
 
@@ -27,7 +32,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .errors import InvalidArgument, InvalidArgumentType, InvalidMessage, InvalidMessageType
 
@@ -39,6 +45,8 @@ MAX_TIMESTAMP_MS = 253_402_300_799_999
 """The latest ``created_at``: 9999-12-31T23:59:59.999Z."""
 MAX_COUNT = 2**63 - 1
 """The largest count or limit: what a signed 64-bit integer column or parameter holds."""
+MIN_INT64 = -(2**63)
+"""The smallest integer a signed 64-bit column or parameter holds."""
 
 _UNSAFE = re.compile("[\x00\ud800-\udfff]")
 
@@ -106,6 +114,50 @@ def check_text(name: str, value: object, *, optional: bool = False) -> None:
     problem = _text_problem(value)
     if problem is not None:
         raise InvalidArgument(name, problem)
+
+
+def check_json_text(name: str, value: object) -> None:
+    """Refuse a JSON value when a key or a string anywhere in it holds a NUL or a lone
+    surrogate; the error names the place (``metadata['note']``). Call it on a value
+    :func:`~convostore.codec.dumps` accepted (no cycle, bounded depth)."""
+    stack: list[tuple[str, Any]] = [(name, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem is not None:
+                raise InvalidArgument(path, problem)
+        elif isinstance(item, Mapping):
+            children: list[tuple[str, Any]] = []
+            for key, child in item.items():
+                problem = _text_problem(key) if isinstance(key, str) else None
+                if problem is not None:
+                    raise InvalidArgument(path, f"key {key!r} {problem}")
+                children.append((f"{path}[{key!r}]", child))
+            stack += reversed(children)  # the first problem in the value's order is named
+        elif isinstance(item, (list, tuple)):
+            stack += reversed([(f"{path}[{i}]", child) for i, child in enumerate(item)])
+
+
+def check_json_scalar(name: str, value: object) -> None:
+    """Refuse a JSON scalar a query compares stored JSON with (a metadata filter's value)
+    unless both engines can take it as a parameter: None, a bool, a string without NUL or
+    lone surrogate, a finite float, an integer from :data:`MIN_INT64` to :data:`MAX_COUNT`."""
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        problem = _text_problem(value)
+        if problem is not None:
+            raise InvalidArgument(name, problem)
+    elif isinstance(value, int):
+        if not MIN_INT64 <= value <= MAX_COUNT:
+            raise InvalidArgument(name, f"must be an integer from {MIN_INT64} to {MAX_COUNT}")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgument(name, f"must be finite, not {value!r}")
+    else:
+        raise InvalidArgumentType(
+            name, f"must be a string, number, bool or None, not {type(value).__name__}")
 
 
 def check_message_keys(message_id: object, role: object) -> None:

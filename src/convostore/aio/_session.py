@@ -322,7 +322,8 @@ class AsyncSession(AsyncSessionBase):
     ) -> AsyncSession:
         """Async twin of :meth:`Session.on_compaction_error`.
 
-        Call ``handler(exc)`` when a compaction function raises (errors are never re-raised).
+        Call ``handler(exc)`` when an automatic compaction's function raises (it has no caller
+        to raise to; :meth:`compact` raises to its caller).
 
         ``handler`` may be async (awaited on the loop).
         """

@@ -73,6 +73,17 @@ class AttachmentOps(SqlConnection):
             )
         }
 
+    def session_refs(self, session_id: str, hashes: Sequence[str]) -> set[str]:
+        """Those of ``hashes`` some message of ``session_id`` references."""
+        found: set[str] = set()
+        for batch in _batches(hashes):
+            found.update(r[0] for r in self._all(
+                f"SELECT DISTINCT hash FROM {ATTACHMENT_REFS} WHERE session_id = ? "
+                f"AND hash IN ({_marks(len(batch))})",
+                (session_id, *batch),
+            ))
+        return found
+
     def add_refs(self, session_id: str, message_id: str, hashes: Iterable[str]) -> None:
         self._many(
             f"INSERT INTO {ATTACHMENT_REFS} (session_id, message_id, hash) VALUES (?,?,?) "

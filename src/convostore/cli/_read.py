@@ -74,10 +74,13 @@ def print_tree(out: Output, session: Session, total: int, leaf_id: str | None) -
 
 def print_stats(out: Output, store: Sessions) -> None:
     stats = store.storage_stats()
+    listed = len(store.list_sessions())  # what `ls` lists; convostore's own sessions apart
+    own = [["internal sessions", str(stats.sessions - listed)]] if stats.sessions > listed else []
     out.table(
         None,
         [
-            ["sessions", str(stats.sessions)],
+            ["sessions", str(listed)],
+            *own,
             ["messages", str(stats.messages)],
             ["continuation rows", str(stats.continuation_rows)],
             ["compactions", str(stats.compactions)],

@@ -13,12 +13,15 @@ returns at once. The worker then, for that session:
    two workers never both take it) for :data:`LEASE_MS`;
 4. runs :meth:`~convostore.Session.compact` (the summariser), which stores the overlay and logs
    a ``compact`` change, or reports an ``error`` change;
-5. reads the estimate again and releases the lease. Still above the threshold after an
-   attempt (a record was stored but the summary did not reduce enough, or the function
-   raised): the attempt counts as failed and the next one waits :data:`BACKOFF_MS`, doubling
-   with every failure in a row up to :data:`BACKOFF_CAP_MS`. A success clears the backoff. A
-   function that returned None (nothing to compact yet, so no summariser call) leaves the
-   backoff as it was: the next append asks again.
+5. reads the estimate again and releases the lease. The summariser is judged on the history
+   it was given (the branch up to the leaf read before the call): messages appended while it
+   ran are not its failure. Still above the threshold on that history after an attempt (a
+   record was stored but the summary did not reduce enough, or the function raised): the
+   attempt counts as failed and the next one waits :data:`BACKOFF_MS`, doubling with every
+   failure in a row up to :data:`BACKOFF_CAP_MS`. A success clears the backoff, so the next
+   append finds the session free to compact again if what arrived meanwhile put it back above
+   its threshold. A function that returned None (nothing to compact yet, so no summariser
+   call) leaves the backoff as it was: the next append asks again.
 
 So a summariser that cannot bring the session under its threshold is called once, then at most
 once per backoff period, however many appends follow (the issue measured 9 calls in 9 appends
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from ..backends.base import Backend
 from ..backends.rows import LeaseRow
@@ -50,6 +54,12 @@ def backoff_ms(attempts: int) -> int:
     return int(min(BACKOFF_MS * 2 ** min(attempts - 1, 30), BACKOFF_CAP_MS))
 
 
+class Estimate(Protocol):
+    """A session's token estimate: of its active branch, or of the branch ending at ``leaf``."""
+
+    def __call__(self, leaf: str | None = None) -> int: ...
+
+
 class AutoCompaction:
     """The lease-and-backoff protocol of one store (its ``holder`` name is unique to it)."""
 
@@ -61,14 +71,17 @@ class AutoCompaction:
         self,
         session_id: str,
         threshold: int,
-        estimate: Callable[[], int],
-        compact: Callable[[], bool],
+        estimate: Estimate,
+        leaf: Callable[[], str | None],
+        compact: Callable[[str | None], bool],
     ) -> bool:
         """Compact ``session_id`` if it is above ``threshold`` and no lease or backoff forbids
         it; True when it was attempted.
 
-        :param compact: runs the compaction; True when it was an attempt (a record stored or
-            an error raised), False when the function found nothing to compact.
+        :param leaf: the active leaf now (the end of the history the summariser is given).
+        :param compact: runs the compaction of the branch ending at its argument; True when
+            it was an attempt (a record stored or an error raised), False when the function
+            found nothing to compact.
         """
         if estimate() <= threshold:
             return False
@@ -86,8 +99,12 @@ class AutoCompaction:
             ops.lease_put(session_id, LeaseRow(self.holder, now + LEASE_MS, attempts, retry_at))
         attempted, reduced = True, False
         try:
-            attempted = compact()
-            reduced = estimate() <= threshold
+            seen = leaf()
+            attempted = compact(seen)
+            # What arrived during the call is no failure of the summariser: the history it was
+            # given is what it must have brought under the threshold.
+            reduced = estimate() <= threshold or (
+                attempted and seen is not None and estimate(seen) <= threshold)
         finally:
             if reduced:
                 attempts, retry_at = 0, 0

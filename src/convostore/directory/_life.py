@@ -98,6 +98,9 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
             raise ValueError
         if not isinstance(session_id, str):
             raise ValueError
+        # Bound as query parameters: what no engine can take is no cursor it returned.
+        limits.check_id("cursor", session_id)
+        limits.check_json_scalar("cursor", updated_at)
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
         raise InvalidArgument("cursor", "is not a cursor this store returned") from None
     return updated_at, session_id
@@ -129,12 +132,8 @@ def _metadata_filter(metadata: Mapping[str, Any] | None) -> list[tuple[str, Any]
             raise InvalidArgument("metadata", f"key {key!r}: a non-empty string without quotes "
                                   "or backslashes")
         limits.check_text("metadata", key)
-        if value is not None and not isinstance(value, (str, int, float)):
-            raise InvalidArgumentType(
-                "metadata", f"value of {key!r} must be a string, number, bool or None"
-            )
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidArgument("metadata", f"value of {key!r} must be finite")
+        # What both engines can bind and compare: never a driver's error, the same answer.
+        limits.check_json_scalar(f"metadata[{key!r}]", value)
         out.append((key, value))
     return out
 
@@ -174,7 +173,10 @@ def update_info(
             raise InvalidArgumentType(
                 "metadata", f"must be a JSON object (a dict) or None, not {type(metadata).__name__}"
             )
-        values["metadata"] = None if metadata is None else codec.dumps(dict(metadata))
+        text = None if metadata is None else codec.dumps(dict(metadata))
+        if text is not None and "\\u" in text:  # how a NUL or a lone surrogate is written
+            limits.check_json_text("metadata", metadata)
+        values["metadata"] = text
     if not isinstance(ttl, Unset):
         values["ttl"] = None if ttl is None else duration_ms("ttl", ttl)
         if ttl is not None and isinstance(expires_at, Unset):
@@ -213,8 +215,10 @@ def list_conversations(
     if count <= 0:
         return SessionPage([], None)
     with core.backend.read() as ops:
+        # One row more than the page tells whether another follows; no engine binds more
+        # than MAX_COUNT (nor holds that many rows).
         rows = ops.dir_page(owner=owner, metadata=filters, updated_from=lo, updated_to=hi,
-                            after=after, limit=count + 1)
+                            after=after, limit=min(count + 1, limits.MAX_COUNT))
     entries = [entry(r) for r in rows[:count]]
     more = len(rows) > count
     last = entries[-1] if entries else None

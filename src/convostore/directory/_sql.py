@@ -145,6 +145,12 @@ row yet, a chosen leaf to clear, a ttl to refresh): an engine that reads this in
 transaction may skip a note whose newest time is not later (it would change nothing)."""
 
 
+METADATA_UNSAFE = r"\\u(0000|[dD][89a-fA-F])"
+"""A ``\\u`` escape no ``jsonb`` holds (NUL, a surrogate), as a regular expression: a
+metadata filter skips a row whose text holds one once its escaped backslashes (``\\\\``)
+are removed (written before they were refused; PostgreSQL's cast of it would fail the query)."""
+
+
 def is_internal(session_id: str) -> bool:
     """Does ``session_id`` name one of convostore's own sessions?"""
     return session_id.startswith(INTERNAL_PREFIX)
@@ -155,17 +161,20 @@ class DirectoryOps(SqlConnection):
 
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
         """A condition on ``metadata`` holding ``key`` equal to the JSON value ``value``
-        (SQLite's JSON1 functions; PostgreSQL overrides with ``jsonb``)."""
+        (SQLite's JSON1 functions; PostgreSQL overrides with ``jsonb``): numbers by value, as
+        ``jsonb`` compares them (``3.0`` matches a stored ``3``), ``true`` never ``1``."""
         path = f'$."{key}"'
         if isinstance(value, bool):
-            kind = "true" if value else "false"
+            kinds = "'true'" if value else "'false'"
         elif value is None:
-            kind = "null"
+            kinds = "'null'"
         else:
-            kind = "text" if isinstance(value, str) else "integer" if isinstance(
-                value, int) else "real"
-        return ("json_type(metadata, ?) = ? AND json_extract(metadata, ?) IS ?",
-                [path, kind, path, value])
+            kinds = "'text'" if isinstance(value, str) else "'integer', 'real'"
+        # Rows written before NUL and surrogates were refused are skipped, as PostgreSQL must
+        # (METADATA_UNSAFE): JSON1 would cut a string at its NUL and match the cut text.
+        return (f"NOT (replace(metadata, ?, '') GLOB ? OR replace(metadata, ?, '') GLOB ?) "
+                f"AND json_type(metadata, ?) IN ({kinds}) AND json_extract(metadata, ?) IS ?",
+                ["\\\\", "*\\u0000*", "\\\\", "*\\u[dD][89a-fA-F]*", path, path, value])
 
     # -- kept in step by the message writes (SqlOps calls these) ------------------------------
 

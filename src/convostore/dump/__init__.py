@@ -254,7 +254,8 @@ def restore(
     nothing. Records are written
     in batches of one transaction each, as they are read (bounded memory).
 
-    :param source: a text stream or an iterable of lines.
+    :param source: a text stream or an iterable of lines (a binary stream's lines are read
+        as the UTF-8 text a dump is).
     :param progress: called as ``progress(records, None)`` after each batch.
     :raises DumpTooNew: the dump's format version is newer than this convostore reads.
     :raises BadDump: a line is not a record of the format (truncated, corrupt, out of

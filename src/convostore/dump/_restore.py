@@ -32,6 +32,7 @@ from ..errors import (
     InvalidArgumentType,
     InvalidMessageType,
 )
+from ..messages._borrowed import check_pointers
 from ..messages._writes import BatchRow, Writer, stored_compaction
 from ..model import ChangeEvent, Message
 from ._format import (
@@ -108,6 +109,9 @@ class Restorer:
         self._ignored: set[str] = set()
         self._version = VERSION
         self._written: set[str] = set()  # sessions this restore wrote messages into
+        self._brought: set[str] = set()  # the dump's payloads: its messages may point at them
+        self._at: dict[str, int] = {}  # per session, the newest row's seq this restore passed
+        self._reorder: set[str] = set()  # sessions whose rows go back in the dump's order
 
     def run(self, source: Iterable[str]) -> DumpCounts:
         """Restore every record of ``source``; the counts of what was written."""
@@ -145,7 +149,13 @@ class Restorer:
 
     # --- lines ----------------------------------------------------------------------------
 
-    def _parse(self, number: int, line: str) -> dict[str, Any]:
+    def _parse(self, number: int, line: str | bytes) -> dict[str, Any]:
+        if isinstance(line, (bytes, bytearray)):  # a file opened in binary mode: its lines
+            try:
+                line = bytes(line).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadDump(number, "not UTF-8 text: a dump is the UTF-8 text dump() "
+                              "writes") from exc
         try:
             record = codec.loads(line)
         except ValueError as exc:
@@ -303,6 +313,7 @@ class Restorer:
         with self._backend.write(None) as ops:
             stored = ops.attachment_meta([h for h, _d, _t in payloads])
             for h, data, media_type in payloads:
+                self._brought.add(h)
                 if h in stored:
                     self._counts["present"] += 1
                     continue
@@ -355,26 +366,88 @@ class Restorer:
                 self._core.events.emit(
                     ChangeEvent("compaction", sid, compaction=stored_compaction(row)))
 
+    def _reorder_write(
+        self, writer: Writer, sid: str, records: list[tuple[str, BatchRow | None]]
+    ) -> list[int | None]:
+        """Write ``records`` in the dump's order, in one transaction: a missing message is
+        appended, a present one moved behind it (its place in the order the failed restore
+        got wrong), so every row the dump lists comes after the ones it lists before it, as in
+        the source (a parent before its children, the newest row the source's). The positions
+        of the messages written, in order."""
+        logged = []
+        with self._backend.write(sid) as ops:
+            for mid, row in records:
+                if row is None:
+                    ops.restore_move_to_end(sid, mid)
+                else:
+                    logged.append(writer.insert_in(ops, row.prep, row.parent_id,
+                                                   row.created_at, verbatim=True))
+            ops.restore_recount(sid)
+            ops.bump_epoch(sid)
+        self._core.path_memos.forget(sid)
+        return [None if entry is None else entry.committed() for entry in logged]
+
+    def _check_pointers(self, sid: str, rows: list[BatchRow], numbers: list[int]) -> None:
+        """A message pointing at a payload neither the dump carries nor ``sid`` references is
+        a bad dump, named at its own line (the write checks again, in its transaction)."""
+        if all(len(r.prep.hashes) == len(r.prep.payloads) for r in rows):
+            return
+        carried = set(self._brought)
+        with self._backend.read() as ops:
+            for number, row in zip(numbers, rows, strict=True):
+                carried.update(p.hash for p in row.prep.payloads)
+                try:
+                    check_pointers(ops, sid, [(row.prep.message, row.prep.hashes)], carried)
+                except ConvostoreError as exc:
+                    raise BadDump(number, str(exc)) from exc
+
     def _messages(self, sid: str, pending: list[tuple[int, Any]]) -> None:
         writer = Writer(self._core, sid)
         with self._backend.read() as ops:
-            present = set(ops.seqs_of(sid, [p[1][0]["id"] for p in pending]))
+            present = ops.seqs_of(sid, [p[1][0]["id"] for p in pending])
+            tail = ops.tail(sid)
+        top = 0 if tail is None else tail[1]
+        at = self._at.get(sid, 0)  # the newest row of the session this restore has passed
+        reorder = sid in self._reorder
+        start = 0  # the first record written in the dump's order (see _reorder_write)
+        order: list[tuple[str, BatchRow | None]] = []  # each record's id, its row if absent
         rows: list[BatchRow] = []
         messages: list[tuple[Message, str | None]] = []
+        numbers: list[int] = []  # each row's line
         for number, (message, parent, created, tokens) in pending:
-            if message["id"] in present:
+            mid = message["id"]
+            if mid in present:
                 self._counts["present"] += 1
+                order.append((mid, None))
+                at = max(at, present[mid])
                 continue
+            if not reorder and top > at:
+                # Rows of the session lie beyond this record's place: a restore that failed
+                # (a line missing, reported at the end) wrote records the dump lists later.
+                # Appended, this one would come after them: from here on, rows go in the
+                # dump's order.
+                reorder, start = True, len(order)
+                self._reorder.add(sid)
             try:  # the dumped estimate: the source's counter, and media it counted inline
                 prep = writer.prepare(message, "server", sanitize=False, estimate=tokens)
             except ConvostoreError as exc:
                 raise BadDump(number, str(exc)) from exc
-            rows.append(BatchRow(prep, parent, created))
+            row = BatchRow(prep, parent, created)
+            rows.append(row)
+            order.append((mid, row))
             messages.append((message, parent))
-        if not rows:
+            numbers.append(number)
+        if rows:
+            self._check_pointers(sid, rows, numbers)
+        if reorder:
+            cursors = self._reorder_write(writer, sid, order[start:])
+        elif rows:
+            cursors = writer.insert_batch(rows, verbatim=True, brought=self._brought)
+        else:
+            self._at[sid] = at
             return
-        cursors = writer.insert_batch(rows, verbatim=True)
         written = sum(c is not None for c in cursors)
+        self._at[sid] = max(at, top + written)
         if written:
             self._written.add(sid)
         self._counts["messages"] += written

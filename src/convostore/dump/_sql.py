@@ -83,3 +83,28 @@ class DumpOps(SqlConnection):
         """Set the directory row of ``session_id`` to ``values`` (:data:`DIR_DUMP_COLUMNS`
         order), creating it if missing; its counts are left to the message writes."""
         self._run(_DIR_RESTORE, (session_id, int(is_internal(session_id)), *values))
+
+    # -- a restore putting rows back in the dump's order (see Restorer._reorder) ----------------
+
+    def restore_move_to_end(self, session_id: str, id: str) -> None:
+        """Make message ``id`` the newest row of its session (unless it is): a restore after
+        one that failed puts the rows the dump lists after a missing one back behind it. Its
+        ``chained`` is cleared (the row before it is no longer its parent); rebase the totals
+        with :meth:`restore_recount` once the rows are in place."""
+        top = f"(SELECT max(seq) FROM {MESSAGES} WHERE session_id = ?)"
+        self._run(
+            f"UPDATE {MESSAGES} SET seq = {top} + 1, chained = 0 "
+            f"WHERE session_id = ? AND id = ? AND seq < {top}",
+            (session_id, session_id, id, session_id),
+        )
+
+    def restore_recount(self, session_id: str) -> None:
+        """The directory totals of ``session_id`` rebased on its rows: rows moved by
+        :meth:`restore_move_to_end` no longer carry the run of bytes before them."""
+        self._run(
+            f"UPDATE {DIRECTORY} SET message_count = (SELECT count(*) - COALESCE(max(seq), 0) "
+            f"FROM {MESSAGES} WHERE session_id = ?), bytes = (SELECT COALESCE(sum(bytes), 0) "
+            f"FROM {MESSAGES} WHERE session_id = ?) - COALESCE((SELECT run_bytes FROM {MESSAGES} "
+            "WHERE session_id = ? ORDER BY seq DESC LIMIT 1), 0) WHERE session_id = ?",
+            (session_id, session_id, session_id, session_id),
+        )

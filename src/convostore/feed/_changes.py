@@ -200,36 +200,34 @@ class ChangeLog:
     # --- reading ------------------------------------------------------------------------------
 
     def changes(self, since: int, limit: int, session_id: str | None) -> list[Change]:
-        """The changes after ``since`` (optionally of one session), oldest first.
+        """The changes after ``since`` (optionally of one session), oldest first; ``since=0``
+        reads from the oldest change the log keeps.
 
-        :raises CursorExpired: ``since`` is older than the log.
+        :raises CursorExpired: ``since`` is positive and older than the log.
+        :raises InvalidArgument: ``since`` lies beyond the newest change (:func:`check_reach`).
         """
         since = check_cursor(since)
         limit = limits.check_count("limit", limit, negative=True)
         limits.check_id("session_id", session_id, optional=True)
-        if limit <= 0:
-            rows: list[StoredChange] = []
-            with self._backend.read() as ops:
-                horizon = ops.change_horizon()
-        else:
+        with self._backend.read() as ops:
             # Rows first, then the horizon: a trim that committed before the rows were read is
             # seen by the later read of the horizon, so no gap goes unreported.
-            with self._backend.read() as ops:
-                rows = ops.changes_after(since, limit, session_id)
-                horizon = ops.change_horizon()
-        if since < horizon:
-            raise CursorExpired(since, horizon)
+            rows = ops.changes_after(since, limit, session_id) if limit > 0 else []
+            horizon = ops.change_horizon()
+            check_reach(ops, since, horizon, found=bool(rows))
         return [to_change(r) for r in rows]
 
-    def scan(self, after: int, session_id: str | None, limit: int) -> tuple[list[Change], int]:
+    def scan(
+        self, after: int, session_id: str | None, limit: int, *, first: bool = False
+    ) -> tuple[list[Change], int]:
         """What a watcher reads per step: up to ``limit`` rows after ``after``, filtered to
         ``session_id`` here (so its position moves past other sessions' rows), and the
-        position to read from next."""
+        position to read from next. The ``first`` step checks that the client's cursor lies
+        within the log (:func:`check_reach`); later ones start where the log put them."""
         with self._backend.read() as ops:
             rows = ops.changes_after(after, limit, None)
             horizon = ops.change_horizon()
-        if after < horizon:
-            raise CursorExpired(after, horizon)
+            check_reach(ops, after, horizon, found=bool(rows) or not first)
         last = rows[-1].pos if rows else after
         found = [to_change(r) for r in rows if session_id is None or r.session_id == session_id]
         return found, last
@@ -255,6 +253,23 @@ class ChangeLog:
             if done < TRIM_BATCH:
                 break
         return total
+
+
+def check_reach(ops: Ops, since: int, horizon: int, *, found: bool) -> None:
+    """Refuse a cursor outside the log: a positive one below the trim ``horizon`` (changes
+    after it are gone) or one beyond the newest change (a cursor of another store, or of this
+    one before a restore or a migration: taken as it is, it would skip as many changes as it
+    is ahead). ``found``: a change after ``since`` was read, so it is not beyond."""
+    if 0 < since < horizon:
+        raise CursorExpired(since, horizon)
+    if not found and since > horizon:
+        top = ops.change_top()
+        if since > top:
+            raise InvalidArgument(
+                "since", f"is {since}, beyond the newest change of this store ({top}): a "
+                "cursor of another store, or from before a restore or migration; resync from "
+                "change_cursor()",
+            )
 
 
 def check_cursor(value: object, name: str = "since") -> int:

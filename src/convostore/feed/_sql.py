@@ -139,6 +139,15 @@ class ChangeLogOps(SqlConnection):
             return int(row[0])
         return self.change_horizon()
 
+    def change_top(self) -> int:
+        """The newest position written and committed (the trim horizon when the log is
+        empty): no cursor a reader was given lies beyond it. Unlike :meth:`change_head`, not
+        held below a position still committing."""
+        row = self._one(f"SELECT max(pos) FROM {CHANGES}")
+        if row is not None and row[0] is not None:
+            return int(row[0])
+        return self.change_horizon()
+
     # -- trimming ------------------------------------------------------------------------------
 
     def trim_changes(self, upto: int, limit: int) -> int:

@@ -163,12 +163,14 @@ def watch(
         return
     waker.start_feed()
     quiet_since = time.monotonic()
+    first = since is not None  # the client's cursor: checked against the log once
     while True:
         seen = waker.generation
         try:
-            found, cursor = log.scan(cursor, session_id, BATCH)
+            found, cursor = log.scan(cursor, session_id, BATCH, first=first)
         except StoreClosed:
             return
+        first = False
         if found:
             yield from found
             quiet_since = time.monotonic()
@@ -201,15 +203,17 @@ async def awatch(
             return
         waker.start_feed()
         quiet_since = loop.time()
+        first = since is not None  # the client's cursor: checked against the log once
         while True:
             woken.clear()
             seen = waker.generation
             try:
-                step = functools.partial(log.scan, cursor, session_id, BATCH)
+                step = functools.partial(log.scan, cursor, session_id, BATCH, first=first)
                 found: list[Change]
                 found, cursor = await run(step)
             except StoreClosed:
                 return
+            first = False
             if found:
                 for change in found:
                     yield change

@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .. import limits
 from ..codec import ROW_BUDGET
 from ._checkpoint_sql import CheckpointRow, CheckpointSql, Loaded, ValueRow
 from ._langgraph_mirror import Mirror, mirror_session_id, retried
@@ -52,6 +53,32 @@ _PAGE = 100
 def storage_id(thread_id: Any) -> str:
     """The internal session id holding a thread's checkpoints."""
     return STORAGE_PREFIX + str(thread_id)
+
+
+# The saver's door: every id a call brings is checked before any transaction opens, the same
+# on both engines (an id neither engine holds, a NUL or a lone surrogate, would be a driver's
+# error on one and stored on the other; a task id of another type sorted against a str one
+# made every later read of the thread raise TypeError).
+
+
+def _thread(value: Any, name: str = "thread_id") -> str:
+    """A thread id as LangGraph's savers take it (any value's ``str``), checked."""
+    thread_id = str(value)
+    limits.check_id(name, thread_id)
+    return thread_id
+
+
+def _namespace(conf: Any) -> str:
+    """A config's ``checkpoint_ns`` (``""`` when absent), checked."""
+    ns = str(conf.get("checkpoint_ns", ""))
+    limits.check_id("checkpoint_ns", ns)
+    return ns
+
+
+def _text_key(name: str, value: Any, *, optional: bool = False) -> Any:
+    """An id stored as it is (a checkpoint id, a task id): a storable string."""
+    limits.check_id(name, value, optional=optional)
+    return value
 
 
 _INLINE_TYPES = (type(None), bool, int, float)
@@ -140,9 +167,13 @@ class Checkpoints:
         """Store a checkpoint, the channel versions it introduces and the new messages of its
         mirrored conversation (one transaction)."""
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns", ""))
+        thread_id = _thread(conf["thread_id"])
+        ns = _namespace(conf)
         sid = storage_id(thread_id)
+        _text_key("checkpoint['id']", checkpoint["id"])
+        _text_key("checkpoint_id", conf.get("checkpoint_id"), optional=True)
+        for name in new_versions:
+            limits.check_text("channel", name)
         body: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = body.pop("channel_values", None) or {}
         # Small scalars ride in the checkpoint row (as PostgresSaver keeps them): no value row
@@ -171,6 +202,8 @@ class Checkpoints:
             mtype.encode() + b":" + mbytes, versions,
         )
         run_id = meta.get("run_id")
+        if run_id is not None:
+            limits.check_id("metadata['run_id']", str(run_id))
         channel = self.messages_channel
         plan = None
         if channel is not None and channel in new_versions and channel in values:
@@ -208,8 +241,13 @@ class Checkpoints:
         """Store a task's pending writes (one transaction); a regular write already stored is
         kept, a special channel's (error, interrupt, ...) replaced."""
         conf = config["configurable"]
-        sid = storage_id(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns", ""))
+        sid = storage_id(_thread(conf["thread_id"]))
+        ns = _namespace(conf)
+        checkpoint_id = _text_key("checkpoint_id", str(conf["checkpoint_id"]))
+        _text_key("task_id", task_id)
+        limits.check_text("task_path", task_path)
+        for channel, _value in writes:
+            limits.check_text("channel", channel)
         payloads: dict[str, bytes] = {}
         rows = [
             (task_id, WRITES_IDX_MAP.get(channel, idx), channel,
@@ -222,11 +260,11 @@ class Checkpoints:
         with self._write(sid, session_lock=False, locked_statements=not payloads) as ops:
             if payloads:
                 self._store_payloads(ops, sid, payloads)
-            self._ops(ops).lg_put_writes(sid, ns, str(conf["checkpoint_id"]), rows, replace)
+            self._ops(ops).lg_put_writes(sid, ns, checkpoint_id, rows, replace)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints, values, writes and mirrored conversations."""
-        sid = storage_id(thread_id)
+        sid = storage_id(_thread(thread_id))
         # Store-wide, as prune: a put holds its mirror session's lock, not the thread's.
         with self._write(None) as ops:
             namespaces = {r.checkpoint_ns for r in self._ops(ops).lg_latest(sid)}
@@ -242,14 +280,17 @@ class Checkpoints:
         the mirrored conversations stay."""
         if not run_ids:
             return
+        runs = [str(r) for r in run_ids]
+        limits.check_ids("run_ids", runs)
         with self._write(None) as ops:
-            for sid in sorted(self._ops(ops).lg_delete_runs([str(r) for r in run_ids])):
+            for sid in sorted(self._ops(ops).lg_delete_runs(runs)):
                 self._gc(ops, sid)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, value and write of a thread to another; the target's mirror
         then follows its latest checkpoints."""
-        source, target = storage_id(source_thread_id), storage_id(target_thread_id)
+        source = storage_id(_thread(source_thread_id, "source_thread_id"))
+        target = storage_id(_thread(target_thread_id, "target_thread_id"))
         with self._write(None) as ops:
             self._ops(ops).lg_copy_thread(source, target)
         if self.messages_channel is not None:
@@ -268,8 +309,8 @@ class Checkpoints:
         values it uses; ``"delete"``: delete every checkpoint. Mirrors stay either way."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"strategy must be 'keep_latest' or 'delete', not {strategy!r}")
-        for thread_id in thread_ids:
-            sid = storage_id(thread_id)
+        for i, thread_id in enumerate(thread_ids):
+            sid = storage_id(_thread(thread_id, f"thread_ids[{i}]"))
             # Store-wide: no put of the thread (which may hold only its mirror session's lock)
             # can add a checkpoint whose values this deletes.
             with self._write(None) as ops:
@@ -322,9 +363,9 @@ class Checkpoints:
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or its namespace's latest (one statement)."""
         conf = config["configurable"]
-        sid = storage_id(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns", ""))
-        checkpoint_id = get_checkpoint_id(config)
+        sid = storage_id(_thread(conf["thread_id"]))
+        ns = _namespace(conf)
+        checkpoint_id = _text_key("checkpoint_id", get_checkpoint_id(config), optional=True)
         with self._read() as ops:
             loaded = self._ops(ops).lg_get(sid, ns, checkpoint_id)
             if loaded is None:
@@ -343,11 +384,12 @@ class Checkpoints:
         conf = config["configurable"] if config else {}
         ns = conf.get("checkpoint_ns")
         return Listing(
-            session_id=storage_id(conf["thread_id"]) if conf.get("thread_id") is not None
+            session_id=storage_id(_thread(conf["thread_id"])) if conf.get("thread_id")
+            is not None else None,
+            checkpoint_ns=None if ns is None else _namespace(conf),
+            checkpoint_id=_text_key("checkpoint_id", conf.get("checkpoint_id"), optional=True),
+            before=_text_key("before", get_checkpoint_id(before), optional=True) if before
             else None,
-            checkpoint_ns=None if ns is None else str(ns),
-            checkpoint_id=conf.get("checkpoint_id"),
-            before=get_checkpoint_id(before) if before else None,
             filter=dict(filter or {}),
             left=limit,
             done=limit is not None and limit <= 0,

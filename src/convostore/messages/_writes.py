@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -25,7 +25,9 @@ from ..errors import InvalidArgument, InvalidMessage
 from ..limits import check_id, check_text
 from ..model import Message, Source, StoredCompaction, Unset
 from ..tokens import estimate_row_tokens
+from ._borrowed import check_pointers
 from ._rows import reassemble
+from ._tree import kept_ancestors
 
 if TYPE_CHECKING:
     from ..feed._changes import Logged
@@ -53,32 +55,6 @@ def stored_compaction(row: CompactionRow) -> StoredCompaction:
         to_message_id=row.to_message_id,
         created_at=iso_ms(row.created_at),
     )
-
-
-def kept_ancestors(parents: Mapping[str, str | None]) -> dict[str, str | None]:
-    """For each doomed id (the keys of ``parents``, each mapped to its parent), the nearest
-    ancestor that is not doomed: None when every ancestor is doomed.
-
-    Each id is resolved once and remembered, so a run of any length costs one step per id, and
-    there is no step limit: a cycle among doomed ids (possible only through verbatim imports)
-    is noticed by the walk itself and resolves to None.
-    """
-    resolved: dict[str, str | None] = {}
-    for start in parents:
-        trail: list[str] = []
-        on_trail: set[str] = set()
-        node: str | None = start
-        while node is not None and node in parents and node not in resolved:
-            if node in on_trail:
-                node = None  # a cycle: no kept ancestor
-                break
-            on_trail.add(node)
-            trail.append(node)
-            node = parents[node]
-        answer = resolved[node] if node is not None and node in resolved else node
-        for doomed in trail:
-            resolved[doomed] = answer
-    return resolved
 
 
 _LEAF = Link("leaf")  # the usual link: one tuple for every append
@@ -193,14 +169,16 @@ class Writer:
         self, prep: Prepared, parent_id: str | None | Unset, created_at: int, *, verbatim: bool
     ) -> int | None:
         """Insert a new row under ``parent_id`` (UNSET: the active leaf; ``verbatim``: as
-        given, unchecked); its change-log position. None, with nothing written, when the id
-        already exists."""
+        given, unchecked: an import, whose pointers are checked, see :mod:`._borrowed`); its
+        change-log position. None, with nothing written, when the id already exists."""
         if not verbatim and one_row(prep):
             appended = self._append_row(prep, parent_id, created_at)
             if appended.inserted is not None:
                 return self._core.changes.settled(appended.position) if appended.inserted \
                     else None
         with self._backend.write(self._sid) as ops:
+            if verbatim:
+                self._check_pointers(ops, [prep], ())
             logged = self.insert_in(ops, prep, parent_id, created_at, verbatim=verbatim)
         return None if logged is None else logged.committed()
 
@@ -349,13 +327,26 @@ class Writer:
             ops.add_refs(sid, msg["id"], prep.hashes)
         return row.run_bytes
 
-    def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool) -> list[int | None]:
+    def _check_pointers(self, ops: Ops, preps: Sequence[Prepared],
+                        brought: Collection[str]) -> None:
+        """An import's pointers name payloads it brings (``brought``, or media of ``preps``)
+        or ones the session references (:func:`._borrowed.check_pointers`)."""
+        if any(len(p.hashes) > len(p.payloads) for p in preps):  # a pointer it does not carry
+            carried = {pl.hash for p in preps for pl in p.payloads}
+            check_pointers(ops, self._sid, [(p.message, p.hashes) for p in preps],
+                           carried.union(brought))
+
+    def insert_batch(self, rows: Sequence[BatchRow], *, verbatim: bool,
+                     brought: Collection[str] = ()) -> list[int | None]:
         """Insert new rows in order, in one transaction (:meth:`_insert_rows`); for each, its
         change-log position when it was inserted, None when it was not (its id was already
         stored, or came earlier in ``rows``). The change log gets one entry per row written
-        (an empty batch logs nothing)."""
+        (an empty batch logs nothing). A ``verbatim`` batch (an import) may point at payloads
+        ``brought`` (a dump's) besides its own media and the session's."""
         sid = self._sid
         with self._backend.write(sid) as ops:
+            if verbatim:
+                self._check_pointers(ops, [r.prep for r in rows], brought)
             slots, entries = self._insert_rows(ops, rows, verbatim=verbatim)
             logged = self._core.changes.log_messages(
                 ops, "import" if verbatim else "append", sid, entries)

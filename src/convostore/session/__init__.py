@@ -127,7 +127,8 @@ class Session(SessionWrites):
         return self
 
     def on_compaction_error(self, handler: Callable[[BaseException], object] | None) -> Session:
-        """Call ``handler(exc)`` when a compaction function raises (errors are never re-raised)."""
+        """Call ``handler(exc)`` when an automatic compaction's function raises (it has no caller
+        to raise to; :meth:`compact` raises to its caller)."""
         self._on_error = handler
         self._configured()
         return self
@@ -159,14 +160,20 @@ class Session(SessionWrites):
         The function gets the overlaid history of ``leaf_id``'s branch (default: active). When an
         overlay is already visible on the branch, the new record starts where the earliest one
         starts, so it supersedes it (iterative compaction). Returns the stored range, or None when
-        the function returned None, named an end not in the history, or raised (the error is
-        logged, passed to the ``on_compaction_error`` handler and sent as an ``error`` event).
-        """
-        return self._compact(leaf_id)[0]
+        the function returned None or named an end not in the history.
 
-    def _compact(self, leaf_id: str | None = None) -> tuple[CompactResult | None, bool]:
+        :raises Exception: what the function raised, to the caller who asked (also logged as an
+            ``error`` change and event; ``on_compaction_error`` is automatic compaction's
+            handler, which has no caller to tell).
+        """
+        return self._compact(leaf_id, asked=True)[0]
+
+    def _compact(
+        self, leaf_id: str | None = None, *, asked: bool = False
+    ) -> tuple[CompactResult | None, bool]:
         """:meth:`compact`, and whether it was an attempt: a record stored, or the function
-        raised (False when the function found nothing to compact)."""
+        raised (False when the function found nothing to compact). A function's error is
+        raised when the caller ``asked``, else reported (automatic compaction)."""
         fn = self._compact_fn
         if fn is None:
             raise NoCompactionFunction()
@@ -178,6 +185,9 @@ class Session(SessionWrites):
                 value = self._core.run_awaitable(value)
             result = coerce_compact_result(value)
         except Exception as exc:
+            if asked:
+                self._log_compaction_error(exc)
+                raise
             self._report_compaction_error(exc)
             return None, True
         if result is None:
@@ -199,10 +209,13 @@ class Session(SessionWrites):
         return CompactResult(from_id, result.to_message_id, result.summary), True
 
     def _report_compaction_error(self, exc: BaseException) -> None:
-        logger.warning("compaction of session %r failed: %s", self.session_id, exc,
-                       exc_info=exc)
+        """An automatic compaction failed: to the handler (else the log), the change log and
+        the subscribers."""
         handler = self._on_error
-        if handler is not None:
+        if handler is None:
+            logger.warning("compaction of session %r failed: %s", self.session_id, exc,
+                           exc_info=exc)
+        else:
             try:
                 outcome = handler(exc)
                 if inspect.isawaitable(outcome):
@@ -210,6 +223,10 @@ class Session(SessionWrites):
             except Exception:
                 logger.exception("on_compaction_error handler of session %r failed",
                                  self.session_id)
+        self._log_compaction_error(exc)
+
+    def _log_compaction_error(self, exc: BaseException) -> None:
+        """A compaction failed: an ``error`` change and event (its watchers learn of it)."""
         cursor: int | None = None
         try:
             cursor = self._writer.log_error(exc)
@@ -233,15 +250,25 @@ class Session(SessionWrites):
             return
         try:
             self._core.auto_compaction.run(
-                self.session_id, threshold, self._estimate_with_extra,
-                lambda: self._compact()[1],
+                self.session_id, threshold, self._estimate_with_extra, self._active_leaf_id,
+                lambda leaf: self._compact(leaf)[1],
             )
         except Exception as exc:
             self._report_compaction_error(exc)
 
-    def _estimate_with_extra(self) -> int:
-        """The token estimate plus ``extra_tokens()`` (a non-finite result counts as 0)."""
-        estimate = self.get_token_estimate()
+    def _active_leaf_id(self) -> str | None:
+        with self._core.backend.read() as ops:
+            tail = ops.active_leaf(self.session_id)
+        return None if tail is None else tail[0]
+
+    def _estimate_with_extra(self, leaf: str | None = None) -> int:
+        """The token estimate (of ``leaf``'s branch; default the active one) plus
+        ``extra_tokens()`` (a non-finite result counts as 0)."""
+        if leaf is None:
+            estimate = self.get_token_estimate()
+        else:
+            with self._core.backend.read() as ops:
+                estimate = self._totals(ops, leaf)[0]
         if self._extra_tokens is not None:
             extra = self._extra_tokens()
             if isinstance(extra, (int, float)) and math.isfinite(extra):

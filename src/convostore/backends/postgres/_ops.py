@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
+from ...directory._sql import METADATA_UNSAFE
 from ...legacy._sql import PostgresLegacySql
 from ...messages._window_sql import _content_row
 from .._schema import FTS
@@ -189,8 +190,11 @@ class PostgresOps(SqlOps):
         return self._all(*newest_cut(sql, params, max_bytes))
 
     def _metadata_match(self, key: str, value: Any) -> tuple[str, list[Any]]:
-        # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1)
-        return "metadata::jsonb -> ? = ?::jsonb", [key, json.dumps(value)]
+        # jsonb equality: the same JSON value (1 and 1.0 alike, true never 1). A row written
+        # before NUL and lone surrogates were refused is skipped, not cast: jsonb holds
+        # neither, and the cast's error would fail every tenant's listing.
+        return ("CASE WHEN replace(metadata, ?, '') ~ ? THEN NULL ELSE metadata::jsonb END "
+                "-> ? = ?::jsonb", ["\\\\", METADATA_UNSAFE, key, json.dumps(value)])
 
     # -- the append in one statement (_writes.py) ---------------------------------------------
 
