@@ -19,27 +19,14 @@ import os
 
 from ...directory._sql import DIRECTORY_BACKFILL, DIRECTORY_INDEXES, DIRECTORY_TO_TAIL_TOTALS
 from ...errors import InvalidURL
+from .. import _schema as tables
 from .._migrate import AddColumn, Migrations
-from .._schema import (
-    ATTACHMENT_REFS,
-    CHANGES,
-    COMPACTION_LEASES,
-    DIRECTORY,
-    FTS,
-    LG_BLOBS,
-    LG_CHECKPOINTS,
-    LG_WRITES,
-    MESSAGES,
-    META,
-    REGISTRY_LIFT,
-    SESSION_STATE,
-)
 from ..base import SHARED_ACROSS_PROCESSES, Backend, Engine, OpenOptions
 
 # Each step brings a database from the version before it to its own number (index + 1).
 _STEPS: list[list[str]] = [
     [
-        f"""CREATE TABLE IF NOT EXISTS {MESSAGES} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.MESSAGES} (
             rid INTEGER PRIMARY KEY,
             session_id TEXT NOT NULL,
             id TEXT NOT NULL,
@@ -53,9 +40,9 @@ _STEPS: list[list[str]] = [
             content TEXT NOT NULL,
             UNIQUE (session_id, id)
         )""",
-        f"CREATE UNIQUE INDEX IF NOT EXISTS convostore_messages_seq ON {MESSAGES} "
+        f"CREATE UNIQUE INDEX IF NOT EXISTS convostore_messages_seq ON {tables.MESSAGES} "
         "(session_id, seq)",
-        f"CREATE INDEX IF NOT EXISTS convostore_messages_parent ON {MESSAGES} "
+        f"CREATE INDEX IF NOT EXISTS convostore_messages_parent ON {tables.MESSAGES} "
         "(session_id, parent_id)",
         """CREATE TABLE IF NOT EXISTS convostore_message_chunks (
             session_id TEXT NOT NULL, id TEXT NOT NULL, idx INTEGER NOT NULL,
@@ -80,23 +67,23 @@ _STEPS: list[list[str]] = [
         ) WITHOUT ROWID""",
     ],
     [
-        f"""CREATE TABLE IF NOT EXISTS {SESSION_STATE} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.SESSION_STATE} (
             session_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL
         ) WITHOUT ROWID""",
-        f"CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash ON {ATTACHMENT_REFS} "
+        f"CREATE INDEX IF NOT EXISTS convostore_attachment_refs_hash ON {tables.ATTACHMENT_REFS} "
         "(hash)",
     ],
     [
         # Plain appends (parent = the row before) leave the parent index alone: one b-tree
         # fewer per append. Rows written before this version stay indexed (chained = 0).
-        f"ALTER TABLE {MESSAGES} ADD COLUMN chained INTEGER NOT NULL DEFAULT 0",
+        f"ALTER TABLE {tables.MESSAGES} ADD COLUMN chained INTEGER NOT NULL DEFAULT 0",
         "DROP INDEX IF EXISTS convostore_messages_parent",
-        f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {MESSAGES} "
+        f"CREATE INDEX IF NOT EXISTS convostore_messages_branch ON {tables.MESSAGES} "
         "(session_id, parent_id) WHERE chained = 0",
     ],
     [
         # The directory of conversations (see directory/_sql.py), filled from the stored messages.
-        f"""CREATE TABLE IF NOT EXISTS {DIRECTORY} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.DIRECTORY} (
             session_id TEXT PRIMARY KEY,
             internal INTEGER NOT NULL DEFAULT 0,
             title TEXT, owner TEXT, metadata TEXT,
@@ -109,12 +96,12 @@ _STEPS: list[list[str]] = [
         ) WITHOUT ROWID""",
         *DIRECTORY_INDEXES,
         DIRECTORY_BACKFILL,
-        *REGISTRY_LIFT,  # the session manager's registry: now rows of the directory
+        *tables.REGISTRY_LIFT,  # the session manager's registry: now rows of the directory
     ],
     [
         # The change log: writers are serialised, so rowid order is commit order (see
         # feed/_sql.py). No AUTOINCREMENT: trimming always keeps the newest row.
-        f"""CREATE TABLE IF NOT EXISTS {CHANGES} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.CHANGES} (
             pos INTEGER PRIMARY KEY,
             session_id TEXT NOT NULL,
             kind TEXT NOT NULL,
@@ -124,7 +111,7 @@ _STEPS: list[list[str]] = [
             data TEXT,
             created_at INTEGER NOT NULL
         )""",
-        f"""CREATE TABLE IF NOT EXISTS {COMPACTION_LEASES} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.COMPACTION_LEASES} (
             session_id TEXT PRIMARY KEY,
             holder TEXT NOT NULL,
             expires_at INTEGER NOT NULL,
@@ -135,18 +122,18 @@ _STEPS: list[list[str]] = [
     [
         # The LangGraph checkpointer (integrations.langgraph); keys start with the session id.
         # Values and writes may be large: rowid tables, whose key index stays small.
-        f"""CREATE TABLE IF NOT EXISTS {LG_CHECKPOINTS} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.LG_CHECKPOINTS} (
             session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
             parent_checkpoint_id TEXT, run_id TEXT, type TEXT NOT NULL,
             checkpoint BLOB NOT NULL, metadata BLOB NOT NULL, versions TEXT NOT NULL,
             PRIMARY KEY (session_id, checkpoint_ns, checkpoint_id)
         ) WITHOUT ROWID""",
-        f"""CREATE TABLE IF NOT EXISTS {LG_BLOBS} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.LG_BLOBS} (
             session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, channel TEXT NOT NULL,
             version TEXT NOT NULL, type TEXT NOT NULL, data BLOB, hash TEXT,
             PRIMARY KEY (session_id, checkpoint_ns, channel, version)
         )""",
-        f"""CREATE TABLE IF NOT EXISTS {LG_WRITES} (
+        f"""CREATE TABLE IF NOT EXISTS {tables.LG_WRITES} (
             session_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
             task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL,
             type TEXT NOT NULL, data BLOB, hash TEXT, task_path TEXT NOT NULL DEFAULT '',
@@ -156,20 +143,20 @@ _STEPS: list[list[str]] = [
     [
         # Totals carried by the newest row (see directory/_sql.py): an append leaves the
         # directory row alone. Older rows hold 0, so only the counts' base moves.
-        AddColumn(MESSAGES, "run_bytes",
-                  f"ALTER TABLE {MESSAGES} ADD COLUMN run_bytes INTEGER NOT NULL DEFAULT 0"),
+        AddColumn(tables.MESSAGES, "run_bytes",
+                  f"ALTER TABLE {tables.MESSAGES} ADD COLUMN run_bytes INTEGER NOT NULL DEFAULT 0"),
         DIRECTORY_TO_TAIL_TOTALS,
     ],
     [
         # The search index keeps no copy of the text any more: the old one is dropped, and the
         # next search (or build_search_index) builds the new one from the stored messages.
-        f"DROP TABLE IF EXISTS {FTS}",
-        f"DELETE FROM {META} WHERE key = 'fts_backfill_cursor'",
+        f"DROP TABLE IF EXISTS {tables.FTS}",
+        f"DELETE FROM {tables.META} WHERE key = 'fts_backfill_cursor'",
     ],
 ]
 
 MIGRATIONS = Migrations(
-    meta=f"CREATE TABLE IF NOT EXISTS {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    meta=f"CREATE TABLE IF NOT EXISTS {tables.META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     steps=_STEPS,
     has_column="SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{column}'",
 )
