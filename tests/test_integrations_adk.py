@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from conftest import BackendSpec
 
 from convostore import Sessions
 
@@ -330,10 +332,14 @@ def test_given_a_url_the_store_is_shared_and_closed(tmp_path: Any) -> None:
 def test_list_sessions_at_ten_thousand_sessions(store: Sessions) -> None:
     users, per_user = 100, 100
     locks = Locks()
-    # created with the service's own sync step: 10,000 trips through a worker thread would
-    # only measure the thread pool
-    for n in range(users * per_user):
-        create(backing_sync(store), locks, "app", f"u{n % users}", {"n": n}, f"s{n}", 1000.0 + n)
+    sync = backing_sync(store)
+
+    # created with the service's own sync step, four at a time (a server store has a pool)
+    def make(n: int) -> Session:
+        return create(sync, locks, "app", f"u{n % users}", {"n": n}, f"s{n}", 1000.0 + n)
+
+    with ThreadPoolExecutor(4) as pool:
+        assert len(list(pool.map(make, range(users * per_user)))) == users * per_user
 
     async def main(service: ConvostoreSessionService) -> None:
         started = time.perf_counter()
@@ -348,3 +354,33 @@ def test_list_sessions_at_ten_thousand_sessions(store: Sessions) -> None:
         assert one_user < 5.0
 
     run(store, main)
+
+
+@pytest.mark.requires("reopen")  # a file or a server: SQLite and PostgreSQL
+def test_the_event_loop_never_waits(backend_spec: BackendSpec) -> None:
+    """Every method, from a URL (the store opened and closed inside the loop), under
+    BlockBuster: a blocking call on the event loop fails the test."""
+    blockbuster = pytest.importorskip("blockbuster")
+
+    async def main() -> None:
+        service = ConvostoreSessionService(backend_spec.url, **backend_spec.options)
+        session = await service.create_session(app_name="app", user_id="u",
+                                               state={"app:a": 1, "user:b": 2})
+        await service.append_event(session, Event(author="user", actions=delta(k=1)))
+        got = await service.get_session(app_name="app", user_id="u", session_id=session.id,
+                                        config=GetSessionConfig(num_recent_events=1))
+        assert got is not None and len(got.events) == 1
+        assert len((await service.list_sessions(app_name="app")).sessions) == 1
+        assert await service.get_user_state(app_name="app", user_id="u") == {"b": 2}
+        await service.delete_session(app_name="app", user_id="u", session_id=session.id)
+        service.close()  # the sync close inside the loop: the store closes on a thread
+
+    async def checked() -> None:
+        guard = blockbuster.BlockBuster()
+        guard.activate()
+        try:
+            await main()
+        finally:
+            guard.deactivate()
+
+    asyncio.run(checked())

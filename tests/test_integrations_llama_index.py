@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import BackendSpec
 
 from convostore import Sessions
 
@@ -166,3 +167,32 @@ def test_given_a_url_the_store_is_shared_and_closed(tmp_path: Path) -> None:
         one.get_messages("k")
     with Sessions.open(url) as store:
         assert len(store.session("k").get_history()) == 1
+
+
+@pytest.mark.requires("reopen")  # a file or a server: SQLite and PostgreSQL
+def test_the_event_loop_never_waits(backend_spec: BackendSpec) -> None:
+    """Every async method, from a URL (the store opened and closed inside the loop), under
+    BlockBuster: a blocking call on the event loop fails the test."""
+    blockbuster = pytest.importorskip("blockbuster")
+
+    async def main() -> None:
+        chat_store = ConvostoreChatStore(backend_spec.url, **backend_spec.options)
+        await chat_store.aset_messages("k", [msg("one")])
+        await chat_store.async_add_message("k", msg("two"))
+        await chat_store.async_add_message("k", msg("zero"), idx=0)
+        assert len(await chat_store.aget_messages("k")) == 3
+        assert await chat_store.aget_keys() == ["k"]
+        assert await chat_store.adelete_message("k", 0) == msg("zero")
+        assert await chat_store.adelete_last_message("k") == msg("two")
+        assert await chat_store.adelete_messages("k") == [msg("one")]
+        await chat_store.aclose()
+
+    async def checked() -> None:
+        guard = blockbuster.BlockBuster()
+        guard.activate()
+        try:
+            await main()
+        finally:
+            guard.deactivate()
+
+    asyncio.run(checked())

@@ -8,7 +8,10 @@ Layout:
   ``adk/<app>/<user>`` (listings by app and user are served by the owner index) and the
   metadata ``adk_app``, ``adk_user``, ``adk_session``, ``adk_state`` (the session-scoped
   state), ``adk_updated`` (ADK's ``last_update_time``, the last event's timestamp) and
-  ``adk_rev`` (the revision the stale-session check compares);
+  ``adk_rev`` (the revision the stale-session check compares), ``adk_last_event`` (the last
+  event's id, for a session object built by hand);
+- an append is one write scope of that session: the stale-session check, the event's message
+  and every state change commit together;
 - each event is one message of that session: its text parts as ``text`` parts (searchable), and
   the whole event, ``model_dump(mode="json", exclude_none=True)`` as ADK's own database
   service stores it, in a ``data-adk-event`` part (lossless);
@@ -20,8 +23,8 @@ Layout:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from google.adk.errors._stale_session_error import StaleSessionError
@@ -33,15 +36,20 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
+from .. import codec
+from ..backends.base import Ops, ScopeRetry
 from ..codec import new_message_id
+from ..directory._life import entry
 from ..directory._records import SessionEntry
-from ..model import Message
+from ..messages._writes import Writer, now_ms
+from ..model import UNSET, ChangeEvent, Message
 from ..session import Session as StoredSession
 from ..store import Sessions
 
 EVENT_PART_TYPE = "data-adk-event"
 """The part holding an event's JSON form (``Event.model_dump(mode="json")``)."""
 
+T = TypeVar("T")
 _PAGE = 500
 _STALE = ("The session has been modified in storage since it was loaded. "
           "Please reload the session before appending more events.")
@@ -252,8 +260,8 @@ def list_all(store: Sessions, app_name: str, user_id: str | None) -> list[Sessio
         else:
             page = store.list_conversations(metadata={"adk_app": app_name},
                                             limit=_PAGE, cursor=cursor)
-        for entry in page.sessions:
-            meta = entry.metadata
+        for listed in page.sessions:
+            meta = listed.metadata
             uid = meta.get("adk_user")
             if meta.get("adk_app") != app_name or not isinstance(uid, str):
                 continue
@@ -282,31 +290,73 @@ def delete(store: Sessions, locks: Locks, app_name: str, user_id: str, session_i
 
 def append(store: Sessions, locks: Locks, session: Session, event: Event) -> tuple[float, str]:
     """Store ``event`` (temp state already trimmed) after the stale-session check, and apply
-    its state delta; returns the session's new ``last_update_time`` and revision marker.
+    its state delta, in one transaction; returns the session's new ``last_update_time`` and
+    revision marker.
 
-    Held under the session's lock: the check, the event and the state change are not
-    interleaved with another append of this process.
+    The transaction is a write scope of the session (PostgreSQL: a lock on the session id, so
+    two processes appending to one session take turns; SQLite: the database's write lock): the
+    revision is checked, the event appended to the one chain and every state changed, or
+    nothing is. ``app:``/``user:`` state rows are shared by sessions, so their read-modify-write
+    also holds this process's state lock.
     """
     app_name, user_id = session.app_name, session.user_id
     key = session_key(app_name, user_id, session.id)
-    conv = store.session(key)
+    deltas = _session_util.extract_json_safe_state_delta(
+        event.actions.state_delta if event.actions else {})
+    core = store.core
+    writer = Writer(core, key)
+    prep = writer.prepare(to_message(event), "server")  # converted before the scope opens
+    scoped = bool(deltas["app"] or deltas["user"])
+
+    def write() -> tuple[int, Callable[[], int | None] | None]:
+        with core.backend.write(key) as ops:
+            row = ops.dir_get(key)
+            meta = _adk_meta(None if row is None else entry(row), app_name, user_id)
+            if meta is None:
+                raise SessionNotFoundError(f"Session {session.id} not found.")
+            _check_fresh(meta, session)
+            logged = writer.insert_in(ops, prep, UNSET, now_ms(), verbatim=False)
+            now = now_ms()
+            if deltas["app"]:
+                _merge_in(ops, _app_state_key(app_name), deltas["app"], now)
+            if deltas["user"]:
+                _merge_in(ops, _user_state_key(app_name, user_id), deltas["user"], now)
+            rev = int(meta["adk_rev"]) + 1
+            meta = {**meta, "adk_state": {**meta["adk_state"], **deltas["session"]},
+                    "adk_updated": event.timestamp, "adk_rev": rev, "adk_last_event": event.id}
+            ops.dir_set(key, {"metadata": codec.dumps(meta)}, now)
+        return rev, None if logged is None else logged.committed
+
     with locks.hold(key):
-        meta = _adk_meta(conv.get_info(), app_name, user_id)
-        if meta is None:
-            raise SessionNotFoundError(f"Session {session.id} not found.")
-        _check_fresh(conv, meta, session)
-        deltas = _session_util.extract_json_safe_state_delta(
-            event.actions.state_delta if event.actions else {})
-        conv.append_message(to_message(event))
-        _apply_scoped(store, locks, app_name, user_id, deltas)
-        rev = int(meta["adk_rev"]) + 1
-        meta = {**meta, "adk_state": {**meta["adk_state"], **deltas["session"]},
-                "adk_updated": event.timestamp, "adk_rev": rev}
-        conv.update_info(metadata=meta)
+        if scoped:
+            with locks.state:
+                rev, committed = retried(write)
+        else:
+            rev, committed = retried(write)
+    cursor = committed() if committed is not None else None  # wakes this process's watchers
+    if cursor is not None and core.events.listened:
+        core.events.emit(ChangeEvent("append", key, message=prep.message, parent_id=None,
+                                     inserted=True, cursor=cursor))
     return event.timestamp, str(rev)
 
 
-def _check_fresh(conv: StoredSession, meta: dict[str, Any], session: Session) -> None:
+def retried(write: Callable[[], T]) -> T:
+    """Run a write scope; run it once more if the engine rolled it back to be run again
+    (:class:`~convostore.backends.base.ScopeRetry`: nothing was written)."""
+    try:
+        return write()
+    except ScopeRetry:
+        return write()
+
+
+def _merge_in(ops: Ops, key: str, delta: dict[str, Any], now: int) -> None:
+    row = ops.dir_get(key)
+    state = entry(row).metadata.get("state") if row is not None else None
+    merged = {**(state if isinstance(state, dict) else {}), **delta}
+    ops.dir_set(key, {"metadata": codec.dumps({"state": merged})}, now)
+
+
+def _check_fresh(meta: dict[str, Any], session: Session) -> None:
     """ADK's stale-session check: a session loaded here carries the revision it was loaded
     at; a session built by hand is stale only when storage moved past its last event."""
     marker = session._storage_update_marker
@@ -316,10 +366,6 @@ def _check_fresh(conv: StoredSession, meta: dict[str, Any], session: Session) ->
         return
     if float(meta["adk_updated"]) <= session.last_update_time:
         return
-    latest = next(_events_newest_first(conv), None)
-    if session.events:
-        fresh = latest is not None and latest.id == session.events[-1].id
-    else:
-        fresh = latest is None
-    if not fresh:
+    last = session.events[-1].id if session.events else None
+    if meta.get("adk_last_event") != last:
         raise StaleSessionError(_STALE)
