@@ -384,3 +384,29 @@ def test_the_event_loop_never_waits(backend_spec: BackendSpec) -> None:
             guard.deactivate()
 
     asyncio.run(checked())
+
+
+@pytest.mark.requires("shared_across_processes")
+def test_two_stores_on_one_database_take_turns(open_store: Callable[..., Sessions]) -> None:
+    """Two services on two stores (as two processes would be): the session's write scope, not
+    an in-process lock, decides which of two copies of one revision may append."""
+    first, second = backing(open_store()), backing(open_store())
+
+    async def main() -> None:
+        async with ConvostoreSessionService(first) as one, \
+                ConvostoreSessionService(second) as two:
+            session = await one.create_session(app_name="app", user_id="u", session_id="s")
+            for i in range(4):
+                copies = [await service.get_session(app_name="app", user_id="u",
+                                                    session_id="s") for service in (one, two)]
+                results = await asyncio.gather(*(
+                    service.append_event(copy, Event(invocation_id=f"inv{i}", author="user",
+                                                     actions=delta(**{f"k{i}": n})))
+                    for n, (service, copy) in enumerate(zip((one, two), copies, strict=True))
+                    if copy is not None), return_exceptions=True)
+                assert sum(isinstance(r, ValueError) for r in results) == 1
+            final = await two.get_session(app_name="app", user_id="u", session_id=session.id)
+            assert final is not None and len(final.events) == 4
+            assert sorted(final.state) == ["k0", "k1", "k2", "k3"]
+
+    asyncio.run(main())
