@@ -69,6 +69,7 @@ async def measure(name: str, service: BaseSessionService, sizes: list[int],
             created += 1
         out[f"list_sessions {size}"] = await median(
             lambda: service.list_sessions(app_name="bench", user_id="u"))
+        print(f"{name}: list_sessions {size}: {out[f'list_sessions {size}']:.2f} ms", flush=True)
     session = await service.create_session(app_name="bench", user_id="long")
     for n in range(events):
         await service.append_event(session, event(n))
@@ -81,7 +82,8 @@ async def measure(name: str, service: BaseSessionService, sizes: list[int],
     for n in range(200):
         await service.append_event(session, event(events + n))
     out["append_event"] = (time.perf_counter() - started) / 200 * 1000
-    print(f"{name}: done", flush=True)
+    for workload, ms in out.items():
+        print(f"{name}: {workload}: {ms:.2f} ms", flush=True)
     return out
 
 
@@ -101,6 +103,8 @@ async def main() -> None:
     parser.add_argument("--url", required=True, help="a PostgreSQL URL (a superuser's)")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--events", type=int, default=3000)
+    parser.add_argument("--only", choices=["adk", "convostore"],
+                        help="measure one contender (the other's column is left out)")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
     adk_db, cs_db = f"adk_bench_{os.getpid()}", f"cs_bench_{os.getpid()}"
@@ -108,12 +112,14 @@ async def main() -> None:
     scratch(args.url, cs_db, True)
     try:
         adk_url = with_database(args.url, adk_db).replace("postgresql://", "postgresql+psycopg://")
-        async with DatabaseSessionService(adk_url) as adk:
-            results["DatabaseSessionService"] = await measure("adk", adk, args.sessions,
-                                                              args.events)
-        async with ConvostoreSessionService(with_database(args.url, cs_db)) as ours:
-            results["ConvostoreSessionService"] = await measure("convostore", ours,
-                                                                args.sessions, args.events)
+        if args.only in (None, "adk"):
+            async with DatabaseSessionService(adk_url) as adk:
+                results["DatabaseSessionService"] = await measure("adk", adk, args.sessions,
+                                                                  args.events)
+        if args.only in (None, "convostore"):
+            async with ConvostoreSessionService(with_database(args.url, cs_db)) as ours:
+                results["ConvostoreSessionService"] = await measure("convostore", ours,
+                                                                    args.sessions, args.events)
     finally:
         scratch(args.url, adk_db, False)
         scratch(args.url, cs_db, False)
