@@ -389,13 +389,19 @@ def test_the_event_loop_never_waits(backend_spec: BackendSpec) -> None:
 @pytest.mark.requires("shared_across_processes")
 def test_two_stores_on_one_database_take_turns(open_store: Callable[..., Sessions]) -> None:
     """Two services on two stores (as two processes would be): the session's write scope, not
-    an in-process lock, decides which of two copies of one revision may append."""
+    an in-process lock, decides which of two creates of one id succeeds and which of two
+    copies of one revision may append."""
     first, second = backing(open_store()), backing(open_store())
 
     async def main() -> None:
         async with ConvostoreSessionService(first) as one, \
                 ConvostoreSessionService(second) as two:
             session = await one.create_session(app_name="app", user_id="u", session_id="s")
+            created = await asyncio.gather(*(
+                service.create_session(app_name="app", user_id="u", session_id="t",
+                                       state={"user:by": n})
+                for n, service in enumerate((one, two))), return_exceptions=True)
+            assert sum(isinstance(r, AlreadyExistsError) for r in created) == 1
             for i in range(4):
                 copies = [await service.get_session(app_name="app", user_id="u",
                                                     session_id="s") for service in (one, two)]
@@ -407,6 +413,8 @@ def test_two_stores_on_one_database_take_turns(open_store: Callable[..., Session
                 assert sum(isinstance(r, ValueError) for r in results) == 1
             final = await two.get_session(app_name="app", user_id="u", session_id=session.id)
             assert final is not None and len(final.events) == 4
+            # the user state is one create's, never a mix
+            assert final.state.pop("user:by") in (0, 1)
             assert sorted(final.state) == ["k0", "k1", "k2", "k3"]
 
     asyncio.run(main())

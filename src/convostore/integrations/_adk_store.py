@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -36,7 +37,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
-from .. import codec
+from .. import codec, limits
 from ..backends.base import Ops, ScopeRetry
 from ..codec import new_message_id
 from ..directory._life import entry
@@ -80,7 +81,11 @@ class Locks:
         self._guard = threading.Lock()
         self._by_key: dict[str, tuple[threading.Lock, int]] = {}
         self.state = threading.Lock()
-        """Held for a read-modify-write of ``app:`` or ``user:`` state, or a create."""
+        """Held for a read-modify-write of ``app:`` or ``user:`` state."""
+
+    def shared(self, needed: bool) -> AbstractContextManager[object]:
+        """The state lock when ``needed`` (the write changes ``app:`` or ``user:`` state)."""
+        return self.state if needed else nullcontext()
 
     def hold(self, key: str) -> _Held:
         """A context manager holding the lock of ``key`` (forgotten when nobody holds it)."""
@@ -160,12 +165,6 @@ def _scoped(store: Sessions, key: str) -> dict[str, Any]:
     return dict(state) if isinstance(state, dict) else {}
 
 
-def _merge_scoped(store: Sessions, key: str, delta: dict[str, Any]) -> None:
-    state = _scoped(store, key)
-    state.update(delta)
-    store.session(key).update_info(metadata={"state": state})
-
-
 def merged_state(store: Sessions, app_name: str, user_id: str,
                  session_state: dict[str, Any],
                  app_state: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -185,17 +184,6 @@ def user_state(store: Sessions, app_name: str, user_id: str) -> dict[str, Any]:
     return _scoped(store, _user_state_key(app_name, user_id))
 
 
-def _apply_scoped(store: Sessions, locks: Locks, app_name: str, user_id: str,
-                  deltas: dict[str, dict[str, Any]]) -> None:
-    if not deltas["app"] and not deltas["user"]:
-        return
-    with locks.state:
-        if deltas["app"]:
-            _merge_scoped(store, _app_state_key(app_name), deltas["app"])
-        if deltas["user"]:
-            _merge_scoped(store, _user_state_key(app_name, user_id), deltas["user"])
-
-
 def _to_session(meta: dict[str, Any], state: dict[str, Any],
                 events: list[Event] | None = None) -> Session:
     session = Session(id=meta["adk_session"], app_name=meta["adk_app"],
@@ -210,17 +198,30 @@ def _to_session(meta: dict[str, Any], state: dict[str, Any],
 
 def create(store: Sessions, locks: Locks, app_name: str, user_id: str,
            state: dict[str, Any] | None, session_id: str, now: float) -> Session:
-    """Store a new session (AlreadyExistsError when the id is taken) and its scoped state."""
+    """Store a new session (AlreadyExistsError when the id is taken) and its scoped state, in
+    one write scope of the session (two processes creating one id: one of them raises)."""
     key = session_key(app_name, user_id, session_id)
-    conv = store.session(key)
+    owner = owner_key(app_name, user_id)
+    limits.check_id("owner", owner)
     deltas = _session_util.extract_json_safe_state_delta(state or {})
     meta = {"adk_app": app_name, "adk_user": user_id, "adk_session": session_id,
             "adk_state": deltas["session"], "adk_updated": now, "adk_rev": 0}
-    with locks.hold(key):
-        if _adk_meta(conv.get_info(), app_name, user_id) is not None:
-            raise AlreadyExistsError(f"Session with id {session_id} already exists.")
-        _apply_scoped(store, locks, app_name, user_id, deltas)
-        conv.update_info(owner=owner_key(app_name, user_id), title=session_id, metadata=meta)
+    values = {"owner": owner, "title": session_id, "metadata": codec.dumps(meta)}
+
+    def write() -> None:
+        with store.core.backend.write(key) as ops:
+            row = ops.dir_get(key)
+            if _adk_meta(None if row is None else entry(row), app_name, user_id) is not None:
+                raise AlreadyExistsError(f"Session with id {session_id} already exists.")
+            stamp = now_ms()
+            if deltas["app"]:
+                _merge_in(ops, _app_state_key(app_name), deltas["app"], stamp)
+            if deltas["user"]:
+                _merge_in(ops, _user_state_key(app_name, user_id), deltas["user"], stamp)
+            ops.dir_set(key, values, stamp)
+
+    with locks.hold(key), locks.shared(bool(deltas["app"] or deltas["user"])):
+        retried(write)
     return _to_session(meta, merged_state(store, app_name, user_id, deltas["session"]))
 
 
@@ -306,7 +307,6 @@ def append(store: Sessions, locks: Locks, session: Session, event: Event) -> tup
     core = store.core
     writer = Writer(core, key)
     prep = writer.prepare(to_message(event), "server")  # converted before the scope opens
-    scoped = bool(deltas["app"] or deltas["user"])
 
     def write() -> tuple[int, Callable[[], int | None] | None]:
         with core.backend.write(key) as ops:
@@ -327,12 +327,8 @@ def append(store: Sessions, locks: Locks, session: Session, event: Event) -> tup
             ops.dir_set(key, {"metadata": codec.dumps(meta)}, now)
         return rev, None if logged is None else logged.committed
 
-    with locks.hold(key):
-        if scoped:
-            with locks.state:
-                rev, committed = retried(write)
-        else:
-            rev, committed = retried(write)
+    with locks.hold(key), locks.shared(bool(deltas["app"] or deltas["user"])):
+        rev, committed = retried(write)
     cursor = committed() if committed is not None else None  # wakes this process's watchers
     if cursor is not None and core.events.listened:
         core.events.emit(ChangeEvent("append", key, message=prep.message, parent_id=None,
