@@ -139,6 +139,8 @@ PUBLIC_MODULES = {
     "convostore.integrations.langchain": "integrations.md",
     "convostore.integrations.pydantic_ai": "integrations.md",
     "convostore.integrations.langgraph": "integrations.md",
+    "convostore.integrations.adk": "integrations.md",
+    "convostore.integrations.llama_index": "integrations.md",
     "convostore.backends.sqlite": "backends.md",
     "convostore.backends.postgres": "backends.md",
 }

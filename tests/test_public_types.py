@@ -48,6 +48,8 @@ PUBLIC_MODULES = [
     "convostore.integrations.langgraph",
     "convostore.integrations.openai_agents",
     "convostore.integrations.pydantic_ai",
+    "convostore.integrations.adk",
+    "convostore.integrations.llama_index",
 ]
 """The public modules (an integration whose framework is missing is left out)."""
 
@@ -125,7 +127,9 @@ def _members(cls: type) -> Iterator[tuple[str, Callable[..., Any]]]:
             if name.startswith("_") and name != "__init__":
                 continue
             fn = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
-            if inspect.isfunction(fn):
+            # a framework's base may plant its own functions in the class (pydantic's
+            # model_post_init): only convostore's are checked
+            if inspect.isfunction(fn) and fn.__module__.startswith("convostore"):
                 yield f"{cls.__name__}.{name}", fn
 
 

@@ -7,13 +7,16 @@ module                             framework                   install
 ``integrations.langchain``         LangChain (core)            ``convostore[langchain]``
 ``integrations.pydantic_ai``       pydantic-ai                 ``convostore[pydantic-ai]``
 ``integrations.langgraph``         LangGraph (checkpointer)    ``convostore[langgraph]``
+``integrations.adk``               Google ADK (sessions)       ``convostore[adk]``
+``integrations.llama_index``       LlamaIndex (chat store)     ``convostore[llama-index]``
 =================================  ==========================  ===============================
 
 Importing :mod:`convostore` never imports a framework; importing one of these modules without
 its framework raises :class:`~convostore.MissingDependency` naming the package and the extra to
 install.
 
-What every integration object shares (``_binding.py``, ``_shared.py``, ``_turns.py``):
+What every integration object shares (``_binding.py``, ``_store_ref.py``, ``_shared.py``,
+``_turns.py``):
 
 - given a URL or path, it opens nothing until its first call, then shares the process's one
   store for that URL and options (reference-counted; closed with its last user and at
