@@ -74,7 +74,10 @@ class _Blocking:
             if _on_worker():
                 return getattr(self._sync, name)(*args, **kwargs)
             if inspect.iscoroutinefunction(value):
-                return self._wrap(_wait(value(*args, **kwargs)))
+                result = _wait(value(*args, **kwargs))
+                # a coroutine handing back another awaitable forgot an ``await`` inside
+                assert not inspect.isawaitable(result), f"{name}() returned {result!r}"
+                return self._wrap(result)
             return self._wrap(value(*args, **kwargs))
 
         return call

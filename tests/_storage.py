@@ -30,6 +30,11 @@ def backend(store: Sessions) -> Backend:
     return store.core.backend
 
 
+def is_postgres(store: Sessions) -> bool:
+    """Whether the store's engine is PostgreSQL's (its SQL is the test's to choose)."""
+    return type(backend(store)).__module__.startswith("convostore.backends.postgres.")
+
+
 # --- scopes and raw SQL -------------------------------------------------------------------
 
 
@@ -148,7 +153,7 @@ def cells_holding(store: Sessions, values: Sequence[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     marks = ",".join("?" * len(values))
     with reading(store) as ops:
-        if ".postgres." in type(backend(store)).__module__:
+        if is_postgres(store):
             cols = [
                 (r[0], r[1])
                 for r in execute(
@@ -177,8 +182,7 @@ def query_plan(store: Sessions, sql: str, params: Sequence[Any] = ()) -> str:
     """The engine's plan of ``sql`` as one text (SQLite's EXPLAIN QUERY PLAN, PostgreSQL's
     EXPLAIN), to see which index serves a query."""
     with reading(store) as ops:
-        module = type(backend(store)).__module__
-        prefix = "EXPLAIN " if ".postgres." in module else "EXPLAIN QUERY PLAN "
+        prefix = "EXPLAIN " if is_postgres(store) else "EXPLAIN QUERY PLAN "
         rows = execute(ops, prefix + sql, params).fetchall()
     return "\n".join(" ".join(str(v) for v in r) for r in rows)
 
@@ -188,7 +192,7 @@ def query_plan(store: Sessions, sql: str, params: Sequence[Any] = ()) -> str:
 
 def orphan_index_entries(store: Sessions) -> int:
     """Entries of the search index whose message row is gone (the index must have none)."""
-    pg = ".postgres." in type(backend(store)).__module__
+    pg = is_postgres(store)
     sql = (
         "SELECT count(*) FROM convostore_fts f WHERE NOT EXISTS (SELECT 1 FROM "
         "convostore_messages m WHERE m.session_id = f.session_id AND m.id = f.id)"
@@ -204,7 +208,7 @@ def orphan_index_entries(store: Sessions) -> int:
 def install_v6_search_index(store: Sessions, words: str) -> None:
     """Replace the store's search index by one of schema version 6 (a copy of the text beside
     the index), holding ``words`` for every message, and mark the database version 6."""
-    pg = ".postgres." in type(backend(store)).__module__
+    pg = is_postgres(store)
     with writing(store, None) as ops:
         execute(ops, "DROP TABLE IF EXISTS convostore_fts")
         if pg:

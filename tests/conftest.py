@@ -1,12 +1,31 @@
-"""The conformance suite's fixtures: every test runs against every backend (and both APIs).
+"""The conformance suite's fixtures, and its matrix: each test runs where it can differ.
 
-- ``backend_spec``: ``sqlite-file``, ``sqlite-memory`` and ``postgres``. PostgreSQL reads its
-  server from ``CONVOSTORE_TEST_POSTGRES_URL``; each test gets its own schema, dropped afterwards.
-  Without the variable those cases skip, saying why; with it, an unreachable server fails.
-- ``open_store(**options)``: opens a store on the backend under test (closed at teardown).
+Store configurations (``backend_spec``) and APIs (``api``), chosen per test at collection:
+
+- ``sqlite-file`` and ``postgres``, through the sync API: every test that takes a store (the
+  behaviour suite runs in full on both engines).
+- ``@pytest.mark.async_api``: also through the async API (``AsyncSessions`` behind the blocking
+  adapter of ``_blocking.py``), on each configuration the test runs on. A representative slice:
+  every method of the async faces the suite calls is called by at least two of its tests
+  (chosen by a greedy cover of the calls made when the whole suite ran through both APIs);
+  ``test_parity.py`` and ``test_async.py`` cover the async faces as a whole.
+- ``@pytest.mark.connections``: also on ``sqlite-memory`` (one connection shared by every
+  thread) and ``postgres-pgbouncer`` (a transaction pooler: no prepared statements, no session
+  state kept on a server connection).
+- ``@pytest.mark.partitions``: also on ``postgres-partitioned`` (hash-partitioned tables: other
+  keys, indexes and locks).
+- ``@pytest.mark.requires("capability")``: only on the configurations that have it (see
+  ``CAPABILITIES``), never by name. A test no configuration can run skips, saying which
+  capability is missing.
+
+PostgreSQL reads its server from ``CONVOSTORE_TEST_POSTGRES_URL`` and PgBouncer from
+``CONVOSTORE_TEST_PGBOUNCER_URL``; each test gets its own schema, dropped afterwards. Without a
+variable, the configurations (and tests marked ``postgres_server``) that need it are not
+collected, and the run's header says which variable to set; nothing skips for an absent server.
+With ``CI=true`` both variables must be set, and an unreachable server fails its tests.
+
+- ``open_store(**options)``: opens a store on the configuration under test (closed at teardown).
 - ``store``: ``open_store()`` with default options.
-- ``@pytest.mark.requires("capability")``: skips a test the backend cannot run, by capability,
-  never by backend name (see ``CAPABILITIES``).
 
 Tests speak through the public API; the few that must look at storage underneath (stored
 rows, raw SQL in a scope, a pool, a connection) do it through ``_storage.py`` only.
@@ -62,13 +81,19 @@ CAPABILITIES: dict[str, frozenset[str]] = {
         "url_password", "server_locks", "search_table_probe", "postgresql_dialect",
     }),
 }
-# The same server through a transaction pooler, and with hash-partitioned tables: the whole
-# suite runs on both (a pooler keeps no session state; partitions change only the DDL).
-# Through a pooler the server sees the pooler's connections, not the client's: a test that
-# counts a pool's connections in pg_stat_activity needs "direct_connections".
+# The same server through a transaction pooler, and with hash-partitioned tables: the slices
+# marked ``connections`` and ``partitions`` run there (a pooler keeps no session state;
+# partitions change only the DDL). Through a pooler the server sees the pooler's connections,
+# not the client's: a test that counts a pool's connections in pg_stat_activity needs
+# "direct_connections". "transaction_pooler" and "partitioned_tables" name the configurations'
+# own subject, for the tests that check what is particular to each.
 CAPABILITIES["postgres"] = CAPABILITIES["postgres"] | {"direct_connections"}
-CAPABILITIES["postgres-pgbouncer"] = CAPABILITIES["postgres"] - {"direct_connections"}
-CAPABILITIES["postgres-partitioned"] = CAPABILITIES["postgres"] - {"schema_file"}
+CAPABILITIES["postgres-pgbouncer"] = (
+    CAPABILITIES["postgres"] - {"direct_connections"} | {"transaction_pooler"}
+)
+CAPABILITIES["postgres-partitioned"] = (
+    CAPABILITIES["postgres"] - {"schema_file"} | {"partitioned_tables"}
+)
 
 # Capability names the engines declare through ``Sessions.capabilities`` today. An engine that
 # declares more names this table knows is checked on those too (see ``_check_declared``).
@@ -119,32 +144,118 @@ def _drop_schema(schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+# --- the matrix -----------------------------------------------------------------------------
+
 BACKENDS = [
     "sqlite-file", "sqlite-memory", "postgres", "postgres-pgbouncer", "postgres-partitioned",
 ]
+EVERY_TEST = frozenset({"sqlite-file", "postgres"})
+SLICES = {"sqlite-memory": "connections", "postgres-pgbouncer": "connections",
+          "postgres-partitioned": "partitions"}
+"""The configurations beyond ``EVERY_TEST``, and the marker that brings a test to each."""
 
 
-@pytest.fixture(params=BACKENDS)
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def available(name: str) -> bool:
+    """Whether this run has the server the configuration ``name`` needs."""
+    if name.startswith("sqlite"):
+        return True
+    return bool(PG_URL) and (name != "postgres-pgbouncer" or bool(PGBOUNCER_URL))
+
+
+def configurations(node: Any) -> tuple[list[str], str | None]:
+    """The configurations a test (a collected function's definition) runs on, and when there
+    is none, why: the capabilities its ``requires`` marks name that none of them has."""
+    marks = {marker.name for marker in node.iter_markers()}
+    needed = {c for marker in node.iter_markers("requires") for c in marker.args}
+    wanted = [n for n in BACKENDS if n in EVERY_TEST or SLICES.get(n) in marks]
+    able = [n for n in wanted if needed <= CAPABILITIES[n]]
+    if able:
+        return able, None
+    return [], "no store configuration has " + ", ".join(sorted(needed))
+
+
+def apis(node: Any) -> list[str]:
+    """``sync``, and ``async`` for the slice marked ``async_api``. Tests marked ``slow`` (scale
+    tests) run through the sync API only: the adapter adds about 0.2 ms per call, which a
+    100,000-call test turns into half a minute."""
+    if node.get_closest_marker("async_api") and not node.get_closest_marker("slow"):
+        return ["sync", "async"]
+    return ["sync"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = metafunc.fixturenames
+    if "backend_spec" not in names:
+        if "api" in names:
+            metafunc.parametrize("api", apis(metafunc.definition), indirect=True)
+        return
+    found, gap = configurations(metafunc.definition)
+    marks = []
+    if gap is not None:  # a real capability gap: one skip with its reason, not a silent nothing
+        found, marks = ["sqlite-file"], [pytest.mark.skip(reason=gap)]
+    if "api" in names:
+        metafunc.parametrize(("backend_spec", "api"), [
+            pytest.param(n, a, id=f"{n}-{a}", marks=marks)
+            for n in found for a in apis(metafunc.definition)
+        ], indirect=True)
+    else:
+        metafunc.parametrize("backend_spec", [
+            pytest.param(n, id=n, marks=marks) for n in found
+        ], indirect=True)
+
+
+def _server_absent(item: pytest.Item) -> bool:
+    """Whether ``item`` needs a server this run has none of (it is then not collected)."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and not available(str(callspec.params.get("backend_spec", ""))):
+        return True
+    return item.get_closest_marker("postgres_server") is not None and not PG_URL
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    absent = [item for item in items if _server_absent(item)]
+    if absent:
+        items[:] = [item for item in items if not _server_absent(item)]
+        config.hook.pytest_deselected(items=absent)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _in_ci() and not (PG_URL and PGBOUNCER_URL):
+        raise pytest.UsageError(
+            "CI=true runs every configuration: set CONVOSTORE_TEST_POSTGRES_URL and "
+            "CONVOSTORE_TEST_PGBOUNCER_URL (.ci/run does)"
+        )
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if not PG_URL:
+        return ["PostgreSQL: not collected; set CONVOSTORE_TEST_POSTGRES_URL to a server's URL "
+                "to run its tests (PgBouncer's too: CONVOSTORE_TEST_PGBOUNCER_URL)"]
+    if not PGBOUNCER_URL:
+        return ["PgBouncer: not collected; set CONVOSTORE_TEST_PGBOUNCER_URL to a transaction "
+                "pooler in front of the same server to run the connections slice through it"]
+    return []
+
+
+@pytest.fixture
 def backend_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendSpec]:
+    """The configuration under test (parametrized by ``pytest_generate_tests``)."""
     name = request.param
-    # every ``requires`` mark counts: a module's ``pytestmark`` and the test's own
-    needed = [c for marker in request.node.iter_markers("requires") for c in marker.args]
-    missing = sorted({c for c in needed if c not in CAPABILITIES[name]})
-    if missing:
-        pytest.skip(f"backend lacks {', '.join(missing)}")
     if name == "sqlite-file":
         yield BackendSpec(name, str(tmp_path / "test.db"))
     elif name == "sqlite-memory":
         yield BackendSpec(name, ":memory:")
     else:
-        if not PG_URL:
-            pytest.skip("CONVOSTORE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test")
+        assert PG_URL is not None
         schema = f"cs_test_{uuid.uuid4().hex[:12]}"
         options: dict[str, Any] = {"schema": schema, "pool_size": 4}
         url = PG_URL
         if name == "postgres-pgbouncer":
-            if not PGBOUNCER_URL:
-                pytest.skip("CONVOSTORE_TEST_PGBOUNCER_URL is not set: no PgBouncer to test")
+            assert PGBOUNCER_URL is not None
             url, options["transaction_pooler"] = PGBOUNCER_URL, True
         elif name == "postgres-partitioned":
             options["partitions"] = 4
@@ -152,18 +263,10 @@ def backend_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bac
         _drop_schema(schema)
 
 
-# --- both APIs (issue 8): "async" drives AsyncSessions through a blocking adapter ----------
-
-
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture
 def api(request: pytest.FixtureRequest) -> str:
-    """Which API ``open_store`` goes through: ``Sessions`` or ``AsyncSessions`` made blocking.
-
-    Tests marked ``slow`` (scale tests) run through the sync API only: the adapter adds about
-    0.2 ms per call, which a 100,000-call test turns into half a minute.
-    """
-    if request.param == "async" and request.node.get_closest_marker("slow") is not None:
-        pytest.skip("slow tests run through the sync API only")
+    """Which API ``open_store`` goes through: ``Sessions`` or ``AsyncSessions`` made blocking
+    (``async`` only for the slice marked ``async_api``, see ``apis``)."""
     return str(request.param)
 
 

@@ -30,6 +30,9 @@ from convostore import (
     is_compaction_message,
 )
 
+# the async store's worker threads share the store's connections
+pytestmark = pytest.mark.connections
+
 if TYPE_CHECKING:
     from conftest import BackendSpec
 

@@ -14,6 +14,9 @@ from _storage import count_rows, stored_row
 from convostore import ChangeEvent, InvalidMessage, Sessions
 from convostore.codec import POINTER_PREFIX
 
+# payloads shared across sessions, referenced from partitioned tables
+pytestmark = pytest.mark.partitions
+
 
 def payload(n: int, seed: int = 0) -> bytes:
     """n pseudo-random bytes (incompressible, distinct per seed)."""

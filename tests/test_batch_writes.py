@@ -21,6 +21,8 @@ from convostore import (
 )
 from convostore.errors import BackendError
 
+pytestmark = pytest.mark.connections  # one transaction per batch, rolled back whole
+
 
 def _turn(prefix: str = "") -> list[dict[str, Any]]:
     """An agent turn: a question, a tool call with its result, the answer."""
@@ -241,6 +243,7 @@ def test_import_messages_refuses_bad_entries_naming_them(store: Sessions) -> Non
     assert store.storage_stats().messages == 0
 
 
+@pytest.mark.async_api
 def test_a_batch_is_searchable_once_the_index_exists(store: Sessions) -> None:
     s = store.session()
     s.append_message(text("m0", "zero"))

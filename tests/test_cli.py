@@ -570,10 +570,9 @@ def test_demo_starts_fresh_and_never_deletes_other_files(
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    """The URL of a new, empty PostgreSQL database (dropped afterwards); skips without a
-    server, as the suite's ``postgres`` backend does."""
-    if not PG_URL:
-        pytest.skip("CONVOSTORE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test")
+    """The URL of a new, empty PostgreSQL database (dropped afterwards); tests that take it are
+    marked ``postgres_server`` (not collected without a server)."""
+    assert PG_URL is not None, "a test taking pg_url is marked postgres_server"
     import psycopg
 
     name = f"cs_cli_{uuid.uuid4().hex[:12]}"
@@ -584,7 +583,8 @@ def pg_url() -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=["sqlite-file", "postgres"])
+@pytest.fixture(params=["sqlite-file",
+                        pytest.param("postgres", marks=pytest.mark.postgres_server)])
 def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty database the command line may use: a file path that does not exist
     yet, or a new PostgreSQL database (:func:`pg_url`)."""
@@ -634,6 +634,7 @@ def test_read_commands_leave_an_empty_database_empty(
         assert os.path.getsize(path) == 0
 
 
+@pytest.mark.postgres_server
 def test_a_libpq_key_value_string_opens_postgresql_and_hides_its_password(
     pg_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -664,6 +665,7 @@ def test_a_libpq_key_value_string_opens_postgresql_and_hides_its_password(
         assert "s3cret" not in err
 
 
+@pytest.mark.postgres_server
 def test_demo_never_shows_a_password(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 18 item 10, the same leak elsewhere: demo printed its URL, password included."""
     import psycopg

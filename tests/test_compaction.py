@@ -19,6 +19,8 @@ from convostore import (
 )
 from convostore.tokens import estimate_row_tokens, estimate_string_tokens
 
+pytestmark = pytest.mark.partitions  # compactions and their leases are session-keyed tables
+
 
 def test_compact_without_a_function_raises_a_clear_error(store: Sessions) -> None:
     with pytest.raises(NoCompactionFunction, match="on_compaction"):
@@ -85,6 +87,7 @@ def test_compaction_is_branch_local_on_a_two_branch_tree(store: Sessions) -> Non
     assert left[0]["parts"][0]["text"] == "left only" and ids(left[1:]) == ["a5"]
 
 
+@pytest.mark.async_api
 def test_a_raising_function_raises_to_the_caller_who_asked(
     store: Sessions, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -177,6 +180,7 @@ def test_auto_compaction_runs_only_after_inserting_appends(store: Sessions) -> N
     assert calls == ["call"]
 
 
+@pytest.mark.async_api
 def test_strictly_greater_than_the_threshold(store: Sessions) -> None:
     s = store.session()
     s.append_message(text("a", "x"))
@@ -192,6 +196,7 @@ def test_strictly_greater_than_the_threshold(store: Sessions) -> None:
     assert calls == [1]
 
 
+@pytest.mark.async_api
 def test_auto_compaction_failure_never_fails_the_append(
     store: Sessions, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -34,6 +34,9 @@ from convostore import (
 from convostore.context import Context
 from convostore.manager import SessionManager
 
+# the directory is a session-keyed table: its indexes per partition
+pytestmark = pytest.mark.partitions
+
 DAY = 86_400_000
 T_OLD = 1_600_000_000_000  # 2020-09-13: long idle
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8).decode()
@@ -331,6 +334,7 @@ def test_internal_sessions_are_never_listed_or_searched(store: Any) -> None:
 # --- deleting a conversation ------------------------------------------------------------------
 
 
+@pytest.mark.async_api
 def test_delete_session_leaves_nothing_of_it_in_any_table(store: Any) -> None:
     sync = sync_of(store)
     sid = "doomed-7f3a"
@@ -373,6 +377,7 @@ def test_delete_session_leaves_nothing_of_it_in_any_table(store: Any) -> None:
     assert store.search("deployment") == []
 
 
+@pytest.mark.async_api
 def test_the_manager_delete_is_delete_session(store: Any) -> None:
     manager = SessionManager(sync_of(store))
     info = manager.create("managed")
@@ -385,6 +390,7 @@ def test_the_manager_delete_is_delete_session(store: Any) -> None:
 # --- retention ----------------------------------------------------------------------------------
 
 
+@pytest.mark.async_api
 def test_prune_deletes_idle_and_expired_conversations_only(store: Any) -> None:
     now = int(time.time() * 1000)
     for i in range(5):
@@ -478,6 +484,7 @@ def _branchy(store: Any) -> Any:
     return s
 
 
+@pytest.mark.async_api
 def test_set_active_leaf_is_followed_until_the_next_write(store: Any) -> None:
     s = _branchy(store)
     events: list[ChangeEvent] = []
@@ -503,6 +510,7 @@ def test_set_active_leaf_is_followed_until_the_next_write(store: Any) -> None:
     assert missing.value.argument == "message_id"
 
 
+@pytest.mark.async_api
 def test_get_leaves_and_sibling_positions(store: Any) -> None:
     s = _branchy(store)
     assert ids(s.get_leaves()) == ["m3", "m5", "m6"]
@@ -537,6 +545,7 @@ def test_the_chosen_leaf_is_followed_by_another_process(store: Any, backend_spec
 # --- row facts in reads -----------------------------------------------------------------------
 
 
+@pytest.mark.async_api
 def test_history_records_carry_the_row_facts(store: Any) -> None:
     s = store.session("r")
     for i in range(12):

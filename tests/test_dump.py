@@ -98,8 +98,7 @@ def other_url(backend_spec: BackendSpec, tmp_path: Path) -> Iterator[tuple[str, 
     if "postgresql_dialect" in backend_spec.capabilities:
         yield str(tmp_path / "other.db"), {}
         return
-    if not PG_URL:
-        pytest.skip("CONVOSTORE_TEST_POSTGRES_URL is not set: no other engine to restore into")
+    assert PG_URL is not None, "a test taking other_url is marked postgres_server"
     schema = f"cs_test_{uuid.uuid4().hex[:12]}"
     yield PG_URL, {"schema": schema, "pool_size": 2}
     _drop_schema(schema)
@@ -117,6 +116,7 @@ def _dump_text(store: Sessions) -> str:
     return out.getvalue()
 
 
+@pytest.mark.postgres_server  # on SQLite it restores into PostgreSQL
 def test_dump_restore_into_the_other_engine_and_dump_again_gives_the_same_bytes(
     source: Sessions, other_url: tuple[str, dict[str, Any]]
 ) -> None:
@@ -235,6 +235,7 @@ def test_restore_emits_import_events(source: Sessions, tmp_path: Path) -> None:
             ("import", "a", None), ("import", "b", "a"), ("compaction", None, None)]
 
 
+@pytest.mark.postgres_server  # on SQLite it restores into PostgreSQL
 def test_migrate_copies_a_store_and_resumes_after_an_interruption(
     source: Sessions, other_url: tuple[str, dict[str, Any]]
 ) -> None:
@@ -256,6 +257,7 @@ def test_migrate_copies_a_store_and_resumes_after_an_interruption(
         assert _dump_text(target) == _dump_text(source)
 
 
+@pytest.mark.postgres_server  # on SQLite it restores into PostgreSQL
 def test_the_directory_survives_dump_and_restore(
     source: Sessions, other_url: tuple[str, dict[str, Any]]
 ) -> None:

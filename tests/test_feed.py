@@ -26,6 +26,9 @@ from convostore import (
 )
 from convostore.backends._schema import SCHEMA_VERSION
 
+# the change log's order lock, listeners, watchers and leases
+pytestmark = [pytest.mark.connections, pytest.mark.partitions]
+
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 # A writer process: appends ``count`` messages to each session named, one after the other,
@@ -34,6 +37,7 @@ WRITER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from convostore import Sessions
+
 url, options, sessions = sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 count, edit = int(sys.argv[5]), sys.argv[6]
 def msg(id, text):
@@ -142,6 +146,7 @@ def test_four_writer_processes_and_one_watcher_every_change_once(backend_spec: A
 # --- in one process, both APIs ------------------------------------------------------------------
 
 
+@pytest.mark.async_api
 def test_changes_log_every_write_kind_with_ids_not_content(store: Sessions) -> None:
     events: list[ChangeEvent] = []
     store.subscribe(events.append)
@@ -205,6 +210,7 @@ def test_watch_yields_what_is_there_then_ends_at_its_timeout(store: Sessions) ->
     assert list(store.watch(timeout=0)) == []  # since=None: only what commits from now on
 
 
+@pytest.mark.async_api
 def test_watch_wakes_on_a_write_of_another_thread(store: Sessions) -> None:
     start = store.change_cursor()
     got: list[str | None] = []
@@ -227,6 +233,7 @@ def test_watch_wakes_on_a_write_of_another_thread(store: Sessions) -> None:
     assert got == ["m0", "m1", "m2"]
 
 
+@pytest.mark.async_api
 def test_a_cursor_older_than_the_log_raises_cursor_expired(
     open_store: Callable[..., Sessions],
 ) -> None:
@@ -283,6 +290,7 @@ def test_a_cursor_beyond_the_log_is_refused(open_store: Callable[..., Sessions])
 # --- automatic compaction off the write path ----------------------------------------------------
 
 
+@pytest.mark.async_api
 def test_an_append_returns_while_its_compaction_runs_in_the_background(store: Sessions) -> None:
     started, release = threading.Event(), threading.Event()
     calls: list[int] = []

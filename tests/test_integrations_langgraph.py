@@ -32,6 +32,9 @@ from convostore.integrations.langgraph import (
     mirror_session_id,
 )
 
+# the checkpointer's tables partition by session: keys and conflicts
+pytestmark = pytest.mark.partitions
+
 if TYPE_CHECKING:
     from conftest import BackendSpec
 

@@ -36,6 +36,8 @@ from convostore.integrations.langchain import ConvostoreChatMessageHistory  # no
 from convostore.integrations.openai_agents import ConvostoreSession  # noqa: E402
 from convostore.integrations.pydantic_ai import ConvostoreMessageHistory  # noqa: E402
 
+pytestmark = pytest.mark.connections  # the integrations' pools and stores
+
 KINDS: dict[str, Callable[..., Any]] = {
     "openai_agents": ConvostoreSession,
     "langchain": ConvostoreChatMessageHistory,

@@ -138,11 +138,13 @@ def _refused(store: Sessions, call: Call, values: list[Any], name: str, error: t
 
 
 @pytest.mark.parametrize(("name", "call"), ID_ARGUMENTS)
+@pytest.mark.async_api
 def test_a_bad_id_is_refused_naming_the_argument(store: Sessions, name: str, call: Call) -> None:
     _refused(store, call, list(BAD_IDS.values()), name, ValueError)
 
 
 @pytest.mark.parametrize(("name", "call"), ID_ARGUMENTS + TEXT_ARGUMENTS)
+@pytest.mark.async_api
 def test_a_non_string_id_or_text_is_a_type_error_naming_the_argument(
     store: Sessions, name: str, call: Call
 ) -> None:
@@ -235,6 +237,7 @@ def test_counts_beyond_64_bits_or_not_ints_are_refused(
     _refused(store, call, [2.5, "10"], name, TypeError)
 
 
+@pytest.mark.async_api
 def test_the_largest_limit_works_on_every_engine(store: Sessions) -> None:
     manager = _manager(store)
     sid = manager.create("managed").id

@@ -138,6 +138,7 @@ def test_rename_session(manager: Any) -> None:
     assert renamed.created_at == info.created_at
 
 
+@pytest.mark.async_api
 def test_delete_session_and_its_messages(manager: Any, store: Any) -> None:
     keep = manager.create("keep")
     gone = manager.create("gone")
@@ -207,6 +208,7 @@ def test_delete_messages_targets_a_specific_session(manager: Any) -> None:
     assert manager.get(two) is not None
 
 
+@pytest.mark.async_api
 def test_every_message_write_touches_updated_at(manager: Any) -> None:
     sid = manager.create("chat").id
     writes: list[Callable[[], object]] = [
@@ -318,6 +320,7 @@ def test_fork_of_an_unknown_message_creates_nothing(manager: Any) -> None:
     assert session_ids(manager.list()) == [sid]
 
 
+@pytest.mark.async_api
 def test_compact_and_split(manager: Any) -> None:
     old = manager.create("Long Chat", model="claude", source="web")
     manager.append_all(old.id, [text("m1", "a"), text("m2", "b")])
@@ -385,6 +388,7 @@ def test_every_session_method_is_covered_by_the_unknown_id_table() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
+@pytest.mark.async_api
 def test_unknown_ids_raise_and_write_nothing(manager: Any, store: Any, name: str) -> None:
     with pytest.raises(UnknownSession) as before_registry:
         getattr(manager, name)("ghost", *CALLS[name])
@@ -426,6 +430,7 @@ def test_search_finds_managed_hits_behind_many_unmanaged_ones(manager: Any, stor
     assert [(h.session_id, h.id) for h in manager.search("needle", limit=5)] == [(sid, "m")]
 
 
+@pytest.mark.async_api
 def test_session_search_tool(manager: Any) -> None:
     (tool,) = manager.tools()
     assert isinstance(tool, ToolDefinition)
@@ -448,6 +453,7 @@ def test_session_search_tool(manager: Any) -> None:
     assert manager.execute("set_context", {}) == 'Error: unknown tool "set_context"'
 
 
+@pytest.mark.async_api
 def test_session_search_tool_shows_at_most_ten_hits(manager: Any) -> None:
     sid = manager.create("chat").id
     manager.append_all(sid, [text(f"m{i}", f"report number {i}") for i in range(12)])
@@ -455,6 +461,7 @@ def test_session_search_tool_shows_at_most_ten_hits(manager: Any) -> None:
     assert len(manager.search("report")) == 12
 
 
+@pytest.mark.async_api
 def test_searchable_history_provider(manager: Any) -> None:
     provider = manager.with_searchable_history("history")
     assert provider.label == "history"

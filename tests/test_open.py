@@ -30,6 +30,9 @@ from convostore.backends.sqlite._engine import (
 )
 from convostore.store import StoreOptions
 
+# opening a store: its connections, their settings, a second process
+pytestmark = pytest.mark.connections
+
 
 def test_public_names_are_listed_once_and_documented() -> None:
     public = sorted(n for n in dir(convostore) if not n.startswith("_") and n[0].isupper()

@@ -43,8 +43,11 @@ if TYPE_CHECKING:
 
 # Every test here speaks PostgreSQL to the server: through a psycopg connection of its own
 # (catalogs, schemas, roles), or by checking psycopg's errors and tsvector's limits. Each also
-# names the capability it exercises; the conftest's ``requires`` counts both marks.
-pytestmark = pytest.mark.requires("postgresql_dialect")
+# names the capability it exercises; the conftest's ``requires`` counts both marks. Pools,
+# server locks, schemas and the store's own connections: the connections and partitions slices.
+pytestmark = [
+    pytest.mark.requires("postgresql_dialect"), pytest.mark.connections, pytest.mark.partitions,
+]
 
 
 def _admin() -> Any:

@@ -126,6 +126,7 @@ def test_overlays_and_echoes_over_runs(store: Sessions) -> None:
     assert list(s.history(newest_first=True)) == got[::-1]
 
 
+@pytest.mark.async_api
 def test_a_session_of_many_unchained_rows_is_walked(store: Sessions, walks: list[str]) -> None:
     s = store.session()
     n = CHAIN_HEADS + 5

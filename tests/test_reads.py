@@ -13,6 +13,9 @@ from _storage import execute, writing
 from convostore import COMPACTION_PREFIX, ConvostoreError, Sessions, UnreadableMessage
 from convostore.backends._sql import SqlOps
 
+# reads: through a pooler each statement carries its search_path
+pytestmark = pytest.mark.connections
+
 
 def chain(store: Sessions, n: int, prefix: str = "m", session: str = "") -> list[dict[str, Any]]:
     s = store.session(session)
@@ -37,6 +40,7 @@ def test_unknown_leaf_reads_empty(store: Sessions) -> None:
     assert (recent.messages, recent.truncated, recent.total_content_bytes) == ([], False, 0)
 
 
+@pytest.mark.async_api
 def test_empty_session_reads(store: Sessions) -> None:
     s = store.session()
     assert s.get_history() == []
@@ -112,6 +116,7 @@ def test_a_row_larger_than_a_window_reads_alone(
     assert windows == [1, 1, 1]
 
 
+@pytest.mark.slow  # 10,001 single-row imports: 80 s on a busy server
 def test_reads_a_branch_longer_than_the_reference_cap_whole(store: Sessions) -> None:
     s = store.session()
     n = 10_002
@@ -542,6 +547,7 @@ def test_newest_first_matches_reversed_forward_on_random_trees(
             assert head == forward[::-1][:3]
 
 
+@pytest.mark.async_api
 def test_get_roots_lists_every_tree_in_write_order(store: Sessions) -> None:
     s = store.session()
     assert s.get_roots() == []

@@ -1,9 +1,10 @@
 """Beyond one server: row locks for per-session order, a transaction pooler, partitioned tables.
 
-The whole conformance suite also runs through PgBouncer and on partitioned tables (the
-``postgres-pgbouncer`` and ``postgres-partitioned`` configurations of ``conftest.py``); these
-tests check what is particular to each: the options' errors, the catalog a partitioned store
-builds, which locks a writer takes and waits for.
+The conformance suite's ``connections`` and ``partitions`` slices also run through PgBouncer
+and on partitioned tables (the ``postgres-pgbouncer`` and ``postgres-partitioned``
+configurations of ``conftest.py``); these tests check what is particular to each: the
+options' errors, the catalog a partitioned store builds, which locks a writer takes and waits
+for.
 """
 
 from __future__ import annotations
@@ -80,9 +81,8 @@ def test_bad_partition_counts_are_refused_before_anything_is_created(
 
 @pytest.fixture
 def spec_url(backend_spec: BackendSpec) -> str:
-    """The direct server URL (these tests build their own stores)."""
-    if backend_spec.name != "postgres":
-        pytest.skip("runs once, on the direct server")
+    """The direct server URL (these tests build their own stores; unmarked, they run on the
+    ``postgres`` configuration only)."""
     assert PG_URL is not None
     return PG_URL
 
@@ -130,6 +130,7 @@ def test_partitions_cannot_be_added_to_a_plain_store(spec_url: str, schema: str)
 # --- locks ----------------------------------------------------------------------------------
 
 
+@pytest.mark.partitions
 @pytest.mark.requires("server_locks")
 def test_a_writer_waits_for_the_sessions_row_lock_and_takes_no_advisory_lock(
     backend_spec: BackendSpec,
@@ -177,6 +178,7 @@ def test_a_writer_waits_for_the_sessions_row_lock_and_takes_no_advisory_lock(
     assert advisory == 0
 
 
+@pytest.mark.partitions
 @pytest.mark.requires("server_locks")
 def test_a_change_still_committing_holds_readers_back_but_no_other_sessions_writer(
     backend_spec: BackendSpec,
@@ -218,6 +220,8 @@ def test_a_change_still_committing_holds_readers_back_but_no_other_sessions_writ
         assert [c.message_id for c in store.changes(since=late[0].cursor)] == ["b2"]
 
 
+@pytest.mark.connections
+@pytest.mark.partitions
 @pytest.mark.requires("server_locks", "shared_across_processes")
 def test_writers_of_one_session_through_two_stores_form_one_chain(backend_spec: BackendSpec
                                                                   ) -> None:
@@ -241,14 +245,14 @@ def test_writers_of_one_session_through_two_stores_form_one_chain(backend_spec: 
 # --- a transaction pooler -------------------------------------------------------------------
 
 
+@pytest.mark.connections
+@pytest.mark.requires("transaction_pooler")
 def test_through_a_transaction_pooler_no_schema_is_left_on_server_connections(
     backend_spec: BackendSpec,
 ) -> None:
     """Other clients of the pooler's server connections never inherit the store's schema."""
     import psycopg
 
-    if not backend_spec.options.get("transaction_pooler"):
-        pytest.skip("runs through the transaction pooler only")
     with Sessions.open(backend_spec.url, **backend_spec.options) as store:
         for i in range(20):
             store.session(f"s{i}").append_message(text(f"m{i}", "x"))

@@ -11,6 +11,9 @@ from _storage import has_search_table
 
 from convostore import ChangeEvent, Sessions
 
+# listeners that read the store inside the write, and other stores' indexes
+pytestmark = pytest.mark.connections
+
 # --- search ---------------------------------------------------------------------------------
 
 

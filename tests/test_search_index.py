@@ -20,6 +20,8 @@ from test_search_tool_output import tool_message
 
 from convostore import Sessions
 
+pytestmark = pytest.mark.partitions  # the search table is partitioned by session
+
 SENTENCE = "the quixotic lighthouse keeper counted waves"
 
 
@@ -50,6 +52,7 @@ def test_a_long_message_hit_reads_its_text_from_every_row(store: Sessions) -> No
     assert hit.content == body
 
 
+@pytest.mark.async_api
 def test_deletes_remove_the_words_before_the_row_is_reused(store: Sessions) -> None:
     s = store.session("a")
     store.build_search_index()
@@ -152,6 +155,7 @@ def test_a_version_6_index_is_replaced_on_open(open_store: Callable[..., Any]) -
     assert orphan_index_entries(sync_of(store)) == 0
 
 
+@pytest.mark.async_api
 def test_clearing_a_long_session_removes_every_entry(store: Sessions) -> None:
     s = store.session("long")
     store.build_search_index()

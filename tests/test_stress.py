@@ -20,7 +20,11 @@ if TYPE_CHECKING:
 PROCESSES = 8
 APPENDS = 250
 
-pytestmark = pytest.mark.requires("shared_across_processes")
+# several processes writing: connections and locks under contention
+pytestmark = [
+    pytest.mark.requires("shared_across_processes"),
+    pytest.mark.connections, pytest.mark.partitions,
+]
 
 
 def _appender(

@@ -28,6 +28,8 @@ pytest.importorskip("starlette", reason="the viewer needs the web extra: pip ins
 
 from convostore.web import create_app  # noqa: E402
 
+pytestmark = pytest.mark.browser  # a tier of its own: python -m pytest -m "slow or browser"
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Dialog, Page
 

@@ -22,6 +22,9 @@ from convostore import (
 )
 from convostore.messages._tree import kept_ancestors
 
+# write scopes: transactions, locks, concurrent writers
+pytestmark = [pytest.mark.connections, pytest.mark.partitions]
+
 
 def test_appends_a_chain_follows_the_latest_leaf_and_round_trips(store: Sessions) -> None:
     s = store.session()
@@ -149,6 +152,7 @@ def test_splice_resolves_each_deleted_run_once_and_survives_cycles() -> None:
     assert kept_ancestors({"a": None, "b": "a"}) == {"a": None, "b": None}
 
 
+@pytest.mark.async_api
 def test_delete_splices_a_child_out_of_an_imported_parent_cycle(store: Sessions) -> None:
     s = store.session()
     s.import_message(text("a", "a"), parent_id="b")  # verbatim parents may form a cycle
