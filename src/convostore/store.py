@@ -158,7 +158,7 @@ class Sessions:
         ``store.session("a").on_compaction(fn)`` still applies to later ``store.session("a")``.
         An unconfigured handle nobody holds is dropped; the next call makes a new one.
         """
-        check_id("session_id", session_id)  # a string the store can hold (see _limits)
+        check_id("session_id", session_id)  # a string the store can hold (see limits.py)
         if self._core.closed:
             raise StoreClosed("the store is closed")
         with self._lock:

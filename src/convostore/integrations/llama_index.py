@@ -111,7 +111,8 @@ class ConvostoreChatStore(BaseChatStore):
     # --- sync ----------------------------------------------------------------------------------
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        """Replace the key's messages (one transaction for the new ones)."""
+        """Replace the key's messages: the new list commits in one transaction, then the old one
+        is deleted (a reader sees one list or the other, never a mix)."""
         self._ref.call_sync(_set, key, list(messages))
 
     def get_messages(self, key: str) -> list[ChatMessage]:
@@ -210,10 +211,16 @@ def _get(store: Sessions, key: str) -> list[ChatMessage]:
 def _set(store: Sessions, key: str, messages: list[ChatMessage]) -> None:
     stored = [to_stored(m) for m in messages]  # all converted before anything is written
     handle = store.session(key)
-    handle.clear_messages()
-    if stored:
-        handle.append_messages(stored)
-    _mark(store, key)
+    _mark(store, key)  # first: a key that holds messages is always listed
+    if not stored:
+        handle.clear_messages()
+        return
+    old = [m["id"] for m in handle.history()]
+    # The new list is a new branch, written in one transaction: it is the active path from its
+    # commit on, so a reader sees the old list or the new one, never a mix and never nothing.
+    handle.append_messages(stored, parent_id=None)
+    if old:  # the superseded branch (if this fails, it stays behind, off the path read)
+        handle.delete_messages(old)
 
 
 def _add(store: Sessions, key: str, message: ChatMessage, idx: int | None) -> None:
