@@ -8,7 +8,7 @@ Store configurations (``backend_spec``) and APIs (``api``), chosen per test at c
   adapter of ``_blocking.py``), on each configuration the test runs on. A representative slice:
   every method of the async faces the suite calls is called by at least two of its tests
   (chosen by a greedy cover of the calls made when the whole suite ran through both APIs);
-  ``test_parity.py`` and ``test_async.py`` cover the async faces as a whole.
+  ``test_aio_parity.py`` and ``test_aio.py`` cover the async faces as a whole.
 - ``@pytest.mark.connections``: also on ``sqlite-memory`` (one connection shared by every
   thread) and ``postgres-pgbouncer`` (a transaction pooler: no prepared statements, no session
   state kept on a server connection).

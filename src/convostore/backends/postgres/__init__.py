@@ -252,7 +252,7 @@ MIGRATIONS = Migrations(
     steps=_STEPS,
 )
 """The PostgreSQL schema as data for :func:`~._migrate.migrate`; ``postgres_schema.sql`` builds
-the same catalog (tests/test_postgres.py compares them)."""
+the same catalog (tests/test_backends_postgres.py compares them)."""
 
 _SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 

@@ -24,7 +24,7 @@
 --   messages are not searchable until rewritten; leave the full-text section out in that case, and
 --   let the first search (by a role that may create tables) build and fill it.
 -- - Keep this file in step with MIGRATIONS in postgres/__init__.py (with DIRECTORY_* of directory/_sql.py
---   and REGISTRY_LIFT of backends/_schema.py) and _FTS_* in postgres/_search.py (tests/test_postgres.py
+--   and REGISTRY_LIFT of backends/_schema.py) and _FTS_* in postgres/_search.py (tests/test_backends_postgres.py
 --   compares what each builds).
 
 BEGIN;

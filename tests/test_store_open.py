@@ -1,4 +1,5 @@
-"""Opening a store: URLs, durability, schema versions, closing (many processes: test_stress.py)."""
+"""Opening a store: URLs, durability, schema versions, closing (many processes:
+test_store_stress.py)."""
 
 from __future__ import annotations
 
