@@ -33,7 +33,7 @@ Tool results the frameworks store apart from their call (an Agents SDK
 from __future__ import annotations
 
 from ..errors import MissingDependency
-from ._binding import SessionClosed
+from ._store_ref import SessionClosed
 
 __all__ = ["SessionClosed"]
 

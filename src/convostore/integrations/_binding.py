@@ -19,32 +19,22 @@ object nobody closed. A store given as an object is the caller's: it is never cl
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..aio import AsyncSession, AsyncSessions
-from ..backends._engines import parse_url
-from ..errors import StoreClosed
 from ..model import SearchResult
 from ..session import Session
-from ..store import Sessions
-from ._shared import Lease, acquire
+from ._store_ref import SessionClosed, StoreRef
 from ._turns import Turns
 
 T = TypeVar("T")
 
 
-class SessionClosed(StoreClosed, RuntimeError):
-    """An integration object (``ConvostoreSession``, a LangChain history, a pydantic-ai
-    history) was used after ``close()``. A ``RuntimeError``, as the Agents SDK's own sessions
-    raise, and a :class:`~convostore.StoreClosed`."""
-
-
 class Binding:
-    """The session an integration object works on, and how its calls run.
+    """The session an integration object works on, and how its calls run: a
+    :class:`~._store_ref.StoreRef` (where the store comes from, its lease, ``close``) and one
+    session of it, with the async calls run one at a time in call order.
 
     :param store: a URL or path (the shared store is leased on first use), an open
         :class:`~convostore.Sessions` or an open :class:`~convostore.aio.AsyncSessions`.
@@ -60,56 +50,30 @@ class Binding:
             raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
         self.session_id = session_id
         self.kind = kind
-        self._lock = threading.Lock()
+        self._ref = StoreRef(store, open_options, kind=kind)
         self._turns = Turns()
-        self._closed = False
-        self._url: str | os.PathLike[str] | None = None
-        self._options: dict[str, Any] = {}
-        self._lease: Lease | None = None
-        self._finalizer: weakref.finalize[Any, Any] | None = None
         self._handle: Session | None = None
-        self._async: AsyncSession | None = None
-        self.async_store: AsyncSessions | None = None
+        self.async_store: AsyncSessions | None = self._ref.async_store
         """The async store the calls run on, when one was given."""
-        if isinstance(store, (str, os.PathLike)):
-            parse_url(store)  # a URL no engine takes fails here, with no I/O
-            self._url, self._options = store, dict(open_options)
-            return
-        if open_options:
-            raise TypeError("open options apply only when the store is given as a URL")
-        if isinstance(store, Sessions):
-            self._handle = store.session(session_id)
-        elif isinstance(store, AsyncSessions):
-            self.async_store = store
-            self._async = store.session(session_id)
-            self._handle = self._async.sync
-        else:
-            raise TypeError(
-                "store must be a URL, a path, a Sessions or an AsyncSessions, "
-                f"not {type(store).__name__}"
-            )
+        self._async: AsyncSession | None = (
+            None if self.async_store is None else self.async_store.session(session_id))
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
-        return self._closed
+        return self._ref.closed
 
     def check(self) -> None:
         """Raise :class:`SessionClosed` after :meth:`close`."""
-        if self._closed:
+        if self._ref.closed:
             raise SessionClosed(f"{self.kind} is closed")
 
     def handle(self) -> Session:
         """The sync session handle; leases the shared store on first use (blocking)."""
-        with self._lock:
-            self.check()
-            if self._handle is None:
-                assert self._url is not None
-                lease = acquire(self._url, self._options)
-                self._lease = lease
-                self._finalizer = weakref.finalize(self, lease.release)
-                self._handle = lease.store.session(self.session_id)
-            return self._handle
+        store = self._ref.sessions()  # raises SessionClosed after close()
+        if self._handle is None:
+            self._handle = store.session(self.session_id)
+        return self._handle
 
     @property
     def public(self) -> Session | AsyncSession:
@@ -140,21 +104,12 @@ class Binding:
     def close(self) -> None:
         """Give the shared store back (the last user closes it); later calls raise
         :class:`SessionClosed`. Idempotent; a store given as an object stays open."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            lease, finalizer = self._lease, self._finalizer
-            self._lease = self._finalizer = None
-        if finalizer is not None:
-            finalizer.detach()
-        if lease is not None:
-            lease.release()
+        self._ref.close()
 
     async def aclose(self) -> None:
         """Async twin of :meth:`close`: waits for calls made before it, and closes the store
         (when this was its last user) off the event loop."""
-        if self._closed:
+        if self.closed:
             return
         await self._turns.wait_idle()
         await asyncio.to_thread(self.close)

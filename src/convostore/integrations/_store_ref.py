@@ -23,11 +23,17 @@ from typing import Any, TypeVar
 
 from ..aio import AsyncSessions
 from ..backends._engines import parse_url
+from ..errors import StoreClosed
 from ..store import Sessions
-from ._binding import SessionClosed
 from ._shared import Lease, acquire
 
 T = TypeVar("T")
+
+
+class SessionClosed(StoreClosed, RuntimeError):
+    """An integration object (``ConvostoreSession``, a LangChain history, a pydantic-ai
+    history) was used after ``close()``. A ``RuntimeError``, as the Agents SDK's own sessions
+    raise, and a :class:`~convostore.StoreClosed`."""
 
 
 class StoreRef:
@@ -70,6 +76,11 @@ class StoreRef:
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
         return self._closed
+
+    @property
+    def async_store(self) -> AsyncSessions | None:
+        """The async store given as the store, if one was."""
+        return self._async
 
     def sessions(self) -> Sessions:
         """The sync store; leases the shared store on first use (blocking)."""
