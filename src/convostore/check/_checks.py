@@ -61,7 +61,7 @@ class SessionCheck:
             self._directory(ops)
         self._content()
 
-    def _tree(self, ops: Any) -> None:
+    def _tree(self, ops: q.RawOps) -> None:
         sid = self._sid
         for mid, parent in ops._all(q.MISSING_PARENTS, (sid,)):
             self._add(k.MISSING_PARENT, mid, f"parent {parent!r} does not exist",
@@ -74,7 +74,7 @@ class SessionCheck:
             self._add(k.CHAIN_FLAG, mid, "marked as appended to the row before it, which is "
                       "not its parent", _setter(q.CLEAR_CHAIN_FLAG, sid, mid))
 
-    def _continuations(self, ops: Any) -> None:
+    def _continuations(self, ops: q.RawOps) -> None:
         sid = self._sid
         for mid, expected, present in ops._all(q.MISSING_CHUNKS, (sid,)):
             self._broken_text.add(mid)
@@ -85,7 +85,7 @@ class SessionCheck:
             self._add(k.STRAY_CONTINUATION, mid, f"{int(n)} continuation rows beyond its "
                       "count or of no message", _setter(q.DELETE_STRAY_CHUNKS, sid))
 
-    def _references(self, ops: Any) -> None:
+    def _references(self, ops: q.RawOps) -> None:
         sid = self._sid
         for mid, h in ops._all(q.REFS_WITHOUT_MESSAGE, (sid, q.LANGGRAPH_REF)):
             self._add(k.STRAY_REFERENCE, mid, f"refers to payload {h} but the message does "
@@ -93,7 +93,7 @@ class SessionCheck:
         for mid, h in ops._all(q.REFS_WITHOUT_PAYLOAD, (sid,)):
             self._add(k.MISSING_PAYLOAD, mid, f"payload {h} is not stored")
 
-    def _compactions(self, ops: Any) -> None:
+    def _compactions(self, ops: q.RawOps) -> None:
         sid = self._sid
         for cid, first, last, has_first, has_last in ops._all(q.COMPACTION_ENDS, (sid,)):
             if not has_first or not has_last:
@@ -104,7 +104,7 @@ class SessionCheck:
                 self._add(k.COMPACTION_ENDS, cid,
                           f"{first!r} is not an ancestor of {last!r}")
 
-    def _directory(self, ops: Any) -> None:
+    def _directory(self, ops: q.RawOps) -> None:
         sid = self._sid
         n, size, listed, listed_size = ops._all(q.DIRECTORY_VS_MESSAGES, (sid,) * 4)[0]
         n, size = int(n), int(size)

@@ -108,6 +108,7 @@ def _demo_fresh_file(target: str, out: Output) -> None:
 
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> None:
+    """``convostore demo``: write a realistic agent conversation, then show what it did."""
     path = local_file(args.path)
     shown = os.path.abspath(path) if path is not None else display_url(args.path)
     out.line(f"convostore demo: writing a conversation to {shown}")

@@ -105,6 +105,7 @@ def print_hits(out: Output, hits: list[SearchResult]) -> None:
 
 
 def cmd_show(args: argparse.Namespace, out: Output) -> None:
+    """``convostore show``: a session's active history, or its whole tree with ``--tree``."""
     with open_store(args.db) as store:
         session, total = find_session(store, args.db, args.session)
         check_leaf(session, args.leaf)
@@ -117,6 +118,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> None:
 
 
 def cmd_search(args: argparse.Namespace, out: Output) -> None:
+    """``convostore search``: full-text hits across the store, or in one session."""
     if not 1 <= args.limit <= MAX_LIMIT:
         raise CliError(f"--limit must be from 1 to {MAX_LIMIT}, not {args.limit}")
     arg(args.query, "QUERY")
@@ -133,6 +135,7 @@ def cmd_search(args: argparse.Namespace, out: Output) -> None:
 
 
 def cmd_stats(args: argparse.Namespace, out: Output) -> None:
+    """``convostore stats``: counts and sizes of what the store holds."""
     with open_store(args.db) as store:
         if args.json:
             _json.stats(out.stream, store.storage_stats())
@@ -141,6 +144,7 @@ def cmd_stats(args: argparse.Namespace, out: Output) -> None:
 
 
 def cmd_export(args: argparse.Namespace, out: Output) -> None:
+    """``convostore export``: a session's messages as JSON Lines, exactly as stored."""
     with open_store(args.db) as store:
         session, _ = find_session(store, args.db, args.session)
         check_leaf(session, args.leaf)
